@@ -1,0 +1,34 @@
+# The README's two commands: `make demo` (the main job) and `make test` (the tests).
+# Both create or reuse a local virtual environment with pinned dependencies.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.portlayer-installed
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+export HF_DATASETS_OFFLINE := 1
+
+.PHONY: demo test lint bench venv clean
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml constraints.txt
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --disable-pip-version-check -c constraints.txt -e '.[migrate,train,dev]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/portlayer doctor
+	$(BIN)/python examples/tour.py
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q -n 2 --dist loadgroup
+
+lint: $(STAMP)
+	$(BIN)/ruff check portlayer migrate reference_train tests bench
+
+bench: $(STAMP)
+	$(BIN)/python -m bench
+
+clean:
+	rm -rf $(VENV) build *.egg-info

@@ -1,0 +1,40 @@
+"""portlayer: one small runtime API, named like `torch.cuda`, over cuda / npu / musa / xpu / mlu / mps / cpu.
+
+    import portlayer
+    device = portlayer.device(local_rank)     # torch.device("npu", local_rank) on Ascend, …
+    portlayer.synchronize()
+    dist.init_process_group(portlayer.dist_backend())
+
+Importing portlayer is cheap: torch and the vendor plugin load on first use of the API, when the backend
+is selected (`PORTLAYER_BACKEND`, else the first backend in the probe order that sees a device).
+"""
+
+from portlayer.api import BOUND as _BOUND
+from portlayer.errors import PortlayerError
+
+__version__ = "0.1.0"
+__all__ = ["PortlayerError", "activate", *_BOUND]
+
+
+def activate(name=None):
+    """Select the backend (`name`, else `PORTLAYER_BACKEND`, else probing) and bind the API to it.
+
+    Runs by itself on first use; call it to switch backends. Names imported earlier with
+    `from portlayer import x` keep their old binding.
+    """
+    from portlayer import runtime
+
+    return runtime.activate(name)
+
+
+def __getattr__(name):
+    # First use of any API name: select the backend and bind every name into this module's namespace,
+    # so later lookups are plain attribute hits.
+    if name in _BOUND:
+        activate()
+        return globals()[name]
+    raise AttributeError(f"module 'portlayer' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_BOUND))

@@ -1,0 +1,45 @@
+"""`autocast` and `GradScaler` with `torch.cuda.amp`'s signatures, bound to the active device type."""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+from portlayer.backends.base import Backend
+
+
+def build(backend: Backend, module: ModuleType) -> dict:
+    import torch
+
+    device_type = backend.device_type
+
+    class autocast(torch.autocast):
+        """`torch.autocast` on the active backend; `dtype=None` takes the backend's default."""
+
+        def __init__(self, enabled: bool = True, dtype=None, cache_enabled=None):
+            super().__init__(device_type, dtype=dtype, enabled=enabled, cache_enabled=cache_enabled)
+
+    torch_grad_scaler = getattr(torch.amp, "GradScaler", None)  # torch >= 2.3
+    if torch_grad_scaler is None:
+        return {"autocast": autocast, "GradScaler": module.amp.GradScaler}
+
+    class GradScaler(torch_grad_scaler):
+        """`torch.amp.GradScaler` on the active backend."""
+
+        def __init__(
+            self,
+            init_scale: float = 2.0**16,
+            growth_factor: float = 2.0,
+            backoff_factor: float = 0.5,
+            growth_interval: int = 2000,
+            enabled: bool = True,
+        ):
+            super().__init__(
+                device_type,
+                init_scale=init_scale,
+                growth_factor=growth_factor,
+                backoff_factor=backoff_factor,
+                growth_interval=growth_interval,
+                enabled=enabled,
+            )
+
+    return {"autocast": autocast, "GradScaler": GradScaler}

@@ -1,0 +1,111 @@
+"""Which backend this process uses: `PORTLAYER_BACKEND` if set, else the first in the probe order that
+sees a device. Probing imports only plugins that are installed and never initialises a device."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Optional
+
+from portlayer import environment
+from portlayer.backends import BY_NAME, PROBE_ORDER, Backend
+from portlayer.errors import PortlayerError
+
+ENV_VAR = "PORTLAYER_BACKEND"
+
+
+@dataclass(frozen=True)
+class Probe:
+    backend: str
+    available: bool
+    detail: str
+
+
+@dataclass(frozen=True)
+class Selection:
+    backend: Backend
+    module: ModuleType
+    reason: str
+    probes: tuple[Probe, ...]
+    env_applied: tuple[environment.AppliedVariable, ...]
+
+
+def _registered(backend: Backend) -> bool:
+    import torch
+
+    return isinstance(getattr(torch, backend.name, None), ModuleType)
+
+
+def plugin_installed(backend: Backend) -> bool:
+    if backend.vendor_module is None or _registered(backend):
+        return True
+    return importlib.util.find_spec(backend.vendor_module) is not None
+
+
+def device_module(backend: Backend) -> ModuleType:
+    """The backend's `torch.cuda`-like module (`torch.npu`, …), importing its plugin when needed."""
+    import torch
+
+    if backend.vendor_module is not None and not _registered(backend):
+        importlib.import_module(backend.vendor_module)
+    get_device_module = getattr(torch, "get_device_module", None)  # torch >= 2.3
+    if get_device_module is not None:
+        return get_device_module(backend.device_type)
+    return getattr(torch, backend.device_type)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
+
+
+def _probe(backend: Backend) -> tuple[Probe, Optional[ModuleType], tuple]:
+    if not plugin_installed(backend):
+        return Probe(backend.name, False, f"{backend.vendor_module} is not installed"), None, ()
+    applied = environment.translate(backend)
+    try:
+        module = device_module(backend)
+        count = backend.count_devices(module)
+    except Exception as exc:  # a broken vendor install must not take the whole probe down
+        environment.undo(applied)
+        what = backend.vendor_module or f"torch.{backend.name}"
+        return Probe(backend.name, False, f"{what} failed to load ({_first_line(exc)})"), None, ()
+    if count < 1:
+        environment.undo(applied)
+        return Probe(backend.name, False, "no device visible"), None, ()
+    return Probe(backend.name, True, f"{count} device{'s' if count > 1 else ''}"), module, applied
+
+
+def select(name: Optional[str] = None) -> Selection:
+    requested = (name or os.environ.get(ENV_VAR, "")).strip().lower()
+    if requested:
+        return _forced(requested, via=name is None)
+    probes = []
+    for backend in PROBE_ORDER:
+        probe, module, applied = _probe(backend)
+        probes.append(probe)
+        if probe.available:
+            reason = "first backend in the probe order that sees a device"
+            if not backend.is_accelerator:
+                reason = "no accelerator found"
+            return Selection(backend, module, reason, tuple(probes), applied)
+    raise AssertionError("the cpu backend always probes available")  # pragma: no cover
+
+
+def _forced(name: str, via: bool) -> Selection:
+    origin = f"{ENV_VAR}={name}" if via else f"backend {name!r}"
+    backend = BY_NAME.get(name)
+    if backend is None:
+        choices = ", ".join(b.name for b in PROBE_ORDER)
+        raise PortlayerError(f"{origin} is not a backend portlayer knows; choose one of {choices}")
+    probe, module, applied = _probe(backend)
+    if not probe.available:
+        if not plugin_installed(backend):
+            raise PortlayerError(
+                f"{origin} needs the {backend.vendor_module} package, which is not installed ({backend.install_hint})"
+            )
+        raise PortlayerError(f"{origin} cannot be used: {probe.detail}")
+    return Selection(backend, module, f"forced by {origin}", (probe,), applied)
