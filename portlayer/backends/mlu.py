@@ -5,6 +5,6 @@ BACKEND = Backend(
     dist_backend="cncl",
     visible_devices_env="MLU_VISIBLE_DEVICES",
     vendor_module="torch_mlu",
-    install_hint="install Cambricon's torch_mlu wheel (needs the Neuware SDK on the host)",
+    install_hint="install the torch_mlu wheel from Cambricon, on a host with Neuware",
     env_aliases=(EnvAlias("NCCL_SOCKET_IFNAME", "CNCL_SOCKET_IFNAME"),),
 )

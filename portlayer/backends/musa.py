@@ -8,6 +8,6 @@ BACKEND = Backend(
     dist_backend="mccl",
     visible_devices_env="MUSA_VISIBLE_DEVICES",
     vendor_module="torch_musa",
-    install_hint="install the torch_musa wheel from Moore Threads' release page beside portlayer",
+    install_hint="install the torch_musa wheel from Moore Threads beside portlayer",
     env_aliases=tuple(EnvAlias(f"NCCL_{s}", f"MCCL_{s}") for s in _MCCL_SETTINGS),
 )

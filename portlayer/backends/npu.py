@@ -13,7 +13,7 @@ BACKEND = Backend(
     dist_backend="hccl",
     visible_devices_env="ASCEND_RT_VISIBLE_DEVICES",
     vendor_module="torch_npu",
-    install_hint="pip install torch_npu (needs Ascend CANN on the host)",
+    install_hint="pip install torch_npu, on a host with Ascend CANN",
     env_aliases=(
         EnvAlias("NCCL_SOCKET_IFNAME", "HCCL_SOCKET_IFNAME"),
         EnvAlias("NCCL_SOCKET_FAMILY", "HCCL_SOCKET_FAMILY"),

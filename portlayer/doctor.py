@@ -1,0 +1,110 @@
+"""`portlayer doctor`: what a person checks first on a new cluster."""
+
+from __future__ import annotations
+
+import json
+import time
+from importlib import metadata
+
+import click
+
+
+def _version(distribution: str | None) -> str | None:
+    if distribution is None:
+        return None
+    try:
+        return metadata.version(distribution)
+    except metadata.PackageNotFoundError:
+        import sys
+
+        module = sys.modules.get(distribution)
+        return getattr(module, "__version__", None)
+
+
+def _collective_built(name: str) -> bool:
+    import torch.distributed as dist
+
+    if not dist.is_available():
+        return False
+    specific = getattr(dist, f"is_{name}_available", None)
+    if specific is not None:
+        return bool(specific())
+    is_backend_available = getattr(dist, "is_backend_available", None)  # torch >= 2.3
+    return bool(is_backend_available and is_backend_available(name))
+
+
+def _live_check() -> dict:
+    """Allocate, compute and synchronize on the device; compare the result with the host's."""
+    import torch
+
+    import portlayer
+
+    try:
+        start = time.perf_counter()
+        generator = torch.Generator().manual_seed(0)
+        host_a, host_b = torch.randn(256, 256, generator=generator), torch.randn(256, 256, generator=generator)
+        device = portlayer.device()
+        product = host_a.to(device) @ host_b.to(device)
+        portlayer.synchronize()
+        elapsed_ms = (time.perf_counter() - start) * 1000
+        error = (product.cpu() - host_a @ host_b).abs().max().item()
+    except Exception as exc:  # the report must say what broke, not crash
+        return {"ok": False, "detail": f"{type(exc).__name__}: {exc}".splitlines()[0]}
+    ok = error < 1e-2
+    detail = f"256x256 matmul on {device}, max abs error vs host {error:.1e}, synchronize ok, {elapsed_ms:.1f} ms"
+    return {"ok": ok, "detail": detail, "max_abs_error": error, "elapsed_ms": elapsed_ms}
+
+
+def report(live_check: bool = True) -> dict:
+    import torch
+
+    import portlayer
+    from portlayer import runtime
+
+    selection = runtime.selection()
+    backend = selection.backend
+    count = portlayer.device_count()
+    return {
+        "portlayer": portlayer.__version__,
+        "backend": backend.as_dict(),
+        "reason": selection.reason,
+        "probes": [{"backend": p.backend, "available": p.available, "detail": p.detail} for p in selection.probes],
+        "torch": torch.__version__,
+        "vendor": {"module": backend.vendor_module, "version": _version(backend.vendor_module)},
+        "devices": [{"index": i, "name": portlayer.get_device_name(i)} for i in range(count)],
+        "collective": {"name": backend.dist_backend, "built": _collective_built(backend.dist_backend)},
+        "visible_devices": {"env": backend.visible_devices_env, "value": backend.visible_devices()},
+        "env_translated": [v._asdict() for v in selection.env_applied],
+        "check": _live_check() if live_check else None,
+    }
+
+
+def format_report(data: dict) -> str:
+    backend = data["backend"]
+    skipped = [f"{p['backend']}: {p['detail']}" for p in data["probes"] if not p["available"]]
+    lines = [
+        f"backend      {backend['name']}  ({data['reason']})",
+        *([f"probed       {'; '.join(skipped)}"] if skipped else []),
+        f"devices      {len(data['devices'])}: " + ", ".join(f"[{d['index']}] {d['name']}" for d in data["devices"]),
+        f"torch        {data['torch']}",
+        f"vendor       {data['vendor']['module'] or '-'} {data['vendor']['version'] or ''}".rstrip(),
+        f"collective   {data['collective']['name']} "
+        + ("(available in this torch build)" if data["collective"]["built"] else "(NOT available in this torch build)"),
+        f"visible      {data['visible_devices']['env']}={data['visible_devices']['value'] or '<unset>'}",
+    ]
+    for variable in data["env_translated"]:
+        lines.append(f"translated   {variable['target']}={variable['value']} (from {variable['source']})")
+    if data["check"] is not None:
+        lines.append(f"check        {'ok' if data['check']['ok'] else 'FAILED'}: {data['check']['detail']}")
+    return "\n".join(lines)
+
+
+@click.command()
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@click.option("--no-check", is_flag=True, help="Skip the live allocate/compute/synchronize check.")
+def doctor(as_json: bool, no_check: bool) -> None:
+    """Report the backend portlayer selects here, and check that it computes."""
+    data = report(live_check=not no_check)
+    click.echo(json.dumps(data, indent=2) if as_json else format_report(data))
+    if data["check"] is not None and not data["check"]["ok"]:
+        raise SystemExit(1)
