@@ -49,7 +49,9 @@ def _live_check() -> dict:
         elapsed_ms = (time.perf_counter() - start) * 1000
         error = (product.cpu() - host_a @ host_b).abs().max().item()
     except Exception as exc:  # the report must say what broke, not crash
-        return {"ok": False, "detail": f"{type(exc).__name__}: {exc}".splitlines()[0]}
+        # Kernel errors run to pages; their first sentence names the op and the backend.
+        first_sentence = str(exc).strip().splitlines()[0].split(". ")[0] if str(exc).strip() else ""
+        return {"ok": False, "detail": f"{type(exc).__name__}: {first_sentence}"}
     ok = error < 1e-2
     detail = f"256x256 matmul on {device}, max abs error vs host {error:.1e}, synchronize ok, {elapsed_ms:.1f} ms"
     return {"ok": ok, "detail": detail, "max_abs_error": error, "elapsed_ms": elapsed_ms}

@@ -31,17 +31,17 @@ class Backend:
     visible_devices_env: str
     # The out-of-tree plugin that registers the device with torch, if any ("torch_npu").
     vendor_module: Optional[str] = None
-    install_hint: str = ""
+    install_hint: str = field(default="", repr=False)
     is_accelerator: bool = True
-    env_aliases: Tuple[EnvAlias, ...] = ()
+    env_aliases: Tuple[EnvAlias, ...] = field(default=(), repr=False)
     # Set (when unset) by `set_deterministic(True)`; read by the runtime or the collective at start-up.
-    deterministic_env: Mapping[str, str] = field(default_factory=dict)
+    deterministic_env: Mapping[str, str] = field(default_factory=dict, repr=False)
     # Extra switches for `set_deterministic`, given the flag (cudnn's, for instance).
-    deterministic_hook: Optional[Callable[[bool], None]] = None
+    deterministic_hook: Optional[Callable[[bool], None]] = field(default=None, repr=False)
     # How many devices the backend sees, without initialising one.
-    count_devices: Callable[[ModuleType], int] = _device_count
+    count_devices: Callable[[ModuleType], int] = field(default=_device_count, repr=False)
     # API names whose device-module attribute is missing or wrong here: name -> builder(device_module).
-    overrides: Mapping[str, Callable[[ModuleType], Any]] = field(default_factory=dict)
+    overrides: Mapping[str, Callable[[ModuleType], Any]] = field(default_factory=dict, repr=False)
 
     @property
     def device_type(self) -> str:
