@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable
 
 import torch
 
@@ -26,7 +26,7 @@ __all__ = ["check", "record_step", "export_kernels", "resolve", "Report", "Recor
            "KernelSource"]
 
 
-def _loss(output: Any, loss_fn: Optional[Callable[[Any], torch.Tensor]]) -> torch.Tensor:
+def _loss(output: Any, loss_fn: Callable[[Any], torch.Tensor] | None) -> torch.Tensor:
     if loss_fn is not None:
         loss = loss_fn(output)
     elif isinstance(output, torch.Tensor):
@@ -41,8 +41,10 @@ def _loss(output: Any, loss_fn: Optional[Callable[[Any], torch.Tensor]]) -> torc
 
 
 def record_step(model: torch.nn.Module, batch: Any, optimizer: torch.optim.Optimizer, *,
-                loss_fn: Optional[Callable[[Any], torch.Tensor]] = None) -> Recording:
-    """Run one training step (forward, backward, optimizer step, zero_grad) and record what it dispatches.
+                loss_fn: Callable[[Any], torch.Tensor] | None = None,
+                clip_grad_norm: float | None = None) -> Recording:
+    """Run one training step (forward, backward, gradient clipping to `clip_grad_norm` if given, optimizer
+    step, zero_grad) and record what it dispatches.
 
     `batch` is passed as `model(**batch)` when a mapping, `model(*batch)` when a tuple or list, else
     `model(batch)`. The loss is `loss_fn(output)`, else the output itself, its `.loss` or its "loss" entry.
@@ -58,6 +60,9 @@ def record_step(model: torch.nn.Module, batch: Any, optimizer: torch.optim.Optim
         loss = _loss(output, loss_fn)
         recorder.phase("backward")
         loss.backward()
+        if clip_grad_norm is not None:
+            recorder.phase("optimizer", scope="clip_grad_norm_")
+            torch.nn.utils.clip_grad_norm_(model.parameters(), clip_grad_norm)
         recorder.phase("optimizer", scope=f"{type(optimizer).__name__}.step")
         optimizer.step()
         optimizer.zero_grad()
@@ -66,7 +71,7 @@ def record_step(model: torch.nn.Module, batch: Any, optimizer: torch.optim.Optim
 
 def check(model: torch.nn.Module, batch: Any, optimizer: torch.optim.Optimizer, target: str = "npu", *,
           kernels: str | Path | KernelSource | None = None,
-          loss_fn: Optional[Callable[[Any], torch.Tensor]] = None) -> Report:
+          loss_fn: Callable[[Any], torch.Tensor] | None = None, clip_grad_norm: float | None = None) -> Report:
     """Record one training step and check each op against `target`'s kernels.
 
     `kernels`: a list file (exported with `export_kernels` on a machine with the plugin, or one op name a
@@ -74,4 +79,5 @@ def check(model: torch.nn.Module, batch: Any, optimizer: torch.optim.Optimizer, 
     committed for the target.
     """
     source = kernels if isinstance(kernels, KernelSource) else resolve(target, kernels)
-    return Report.build(record_step(model, batch, optimizer, loss_fn=loss_fn), source)
+    recording = record_step(model, batch, optimizer, loss_fn=loss_fn, clip_grad_norm=clip_grad_norm)
+    return Report.build(recording, source)

@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable
 
 import torch
 
@@ -37,9 +37,9 @@ TARGETS = ("npu", "musa")
 OPLISTS = Path(__file__).with_name("oplists")
 HEADER = "# portlayer kernel list"
 WHEEL_YAML_CAVEAT = (
-    "the wheel's yaml omits the kernels its op-plugin compiles in, so some ops listed as missing may be "
-    "native: for the exact answer run `portlayer preflight --export-kernels FILE` where {vendor} is "
-    "installed and pass that file with --kernels"
+    "the wheel's yaml omits the kernels its op-plugin compiles in, so an op reported missing may be native; "
+    "for the exact answer run `portlayer preflight --export-kernels FILE --target {target}` where {vendor} "
+    "is installed and pass that file with --kernels"
 )
 _OP_NAME = re.compile(r"^(?:[A-Za-z_][A-Za-z0-9_]*::)?[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+)?$")
 
@@ -52,7 +52,7 @@ def is_composite(op: str) -> bool:
     return any(torch._C._dispatch_has_kernel_for_dispatch_key(op, key) for key in COMPOSITE_DISPATCH_KEYS)
 
 
-def out_variant(op: str) -> Optional[str]:
+def out_variant(op: str) -> str | None:
     """`aten::add.out` for `aten::add.Tensor` or `aten::add_.Tensor`: the overload that writes to `out=`
     and takes the same other arguments."""
     namespace, _, qualified = op.partition("::")
@@ -76,7 +76,7 @@ def out_variant(op: str) -> Optional[str]:
     return None
 
 
-def classify(op: str, source: "KernelSource") -> str:
+def classify(op: str, source: KernelSource) -> str:
     """"native" (the target has a kernel), "composite" (runs on any backend) or "missing"."""
     if source.has_kernel(op):
         return "native"
@@ -97,7 +97,7 @@ class KernelSource:
     kind: str  # "dispatcher", "exported list", "wheel yaml" or "list"
     label: str
     has_kernel: Callable[[str], bool] = field(repr=False, compare=False)
-    caveat: Optional[str] = None
+    caveat: str | None = None
 
     def as_dict(self) -> dict:
         return {"target": self.target, "kind": self.kind, "label": self.label, "caveat": self.caveat}
@@ -178,13 +178,13 @@ def from_file(path: str | Path, target: str) -> KernelSource:
         kind, label, caveat = "exported list", f"exported list {path} ({vendor})", None
     elif source == "wheel yaml":
         kind, label = "wheel yaml", f"wheel yaml {vendor}"
-        caveat = WHEEL_YAML_CAVEAT.format(vendor=vendor_module(target))
+        caveat = WHEEL_YAML_CAVEAT.format(target=target, vendor=vendor_module(target))
     else:
         kind, label, caveat = "list", f"list {path}", None
     return KernelSource(target, kind, label, ops.__contains__, caveat)
 
 
-def bundled_list(target: str) -> Optional[Path]:
+def bundled_list(target: str) -> Path | None:
     """The newest list committed for the target, if any (`oplists/<target>-<vendor version>.txt`)."""
 
     def version_key(path: Path):

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
-from typing import Iterator, Optional
 
 import torch
 from torch.overrides import TorchFunctionMode
@@ -33,8 +33,8 @@ class Origin:
 
     phase: str
     module: str = ""  # qualified name in the model ("transformer.h.0.attn"); "" outside any submodule
-    location: Optional[str] = None  # "file.py:42", the first frame outside torch
-    autograd_node: Optional[str] = None  # for backward ops: the node that ran them ("MmBackward0")
+    location: str | None = None  # "file.py:42", the first frame outside torch
+    autograd_node: str | None = None  # for backward ops: the node that ran them ("MmBackward0")
 
     def describe(self) -> str:
         parts = [self.phase]
@@ -80,7 +80,7 @@ def _short_path(filename: str) -> str:
     return filename if relative.startswith("..") else relative
 
 
-def _user_location(boundary) -> Optional[str]:
+def _user_location(boundary) -> str | None:
     """The innermost frame outside torch, looking no further out than `boundary` (the frame that entered
     the recorder: its callers did not run the step)."""
     frame = sys._getframe(2)
@@ -179,7 +179,7 @@ class _AutogradTagger(TorchFunctionMode):
 
 
 @contextmanager
-def _module_scopes(tracker: _Tracker, model: Optional[torch.nn.Module]) -> Iterator[None]:
+def _module_scopes(tracker: _Tracker, model: torch.nn.Module | None) -> Iterator[None]:
     if model is None:
         yield
         return
@@ -212,7 +212,7 @@ class Recorder:
         recorder.recording
     """
 
-    def __init__(self, model: Optional[torch.nn.Module] = None) -> None:
+    def __init__(self, model: torch.nn.Module | None = None) -> None:
         self._tracker = _Tracker()
         self._model = model
         self._stack = ExitStack()

@@ -102,7 +102,7 @@ class Report:
             for risk in self.dtype_risks:
                 lines.append(f"  {risk.use.op} {risk.dtype} x{risk.use.count}  {risk.use.first.describe()}")
                 lines.append(f"    {risk.why}")
-        if self.source.caveat and self.missing:
+        if self.source.caveat:
             lines.append(f"caveat: {self.source.caveat}")
         lines.append(self.verdict())
         return "\n".join(lines)
