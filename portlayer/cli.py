@@ -16,13 +16,19 @@ SUBCOMMANDS = {
 
 
 class LazyGroup(click.Group):
+    """A click group whose subcommands are imported only when one of them runs (or help lists them)."""
+
+    def __init__(self, *args, lazy_subcommands: dict[str, tuple[str, str, str | None]], **kwargs):
+        super().__init__(*args, **kwargs)
+        self.lazy_subcommands = lazy_subcommands
+
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted(set(super().list_commands(ctx)) | set(SUBCOMMANDS))
+        return sorted(set(super().list_commands(ctx)) | set(self.lazy_subcommands))
 
     def get_command(self, ctx: click.Context, name: str):
-        if name not in SUBCOMMANDS:
+        if name not in self.lazy_subcommands:
             return super().get_command(ctx, name)
-        module_name, attribute, extra = SUBCOMMANDS[name]
+        module_name, attribute, extra = self.lazy_subcommands[name]
         try:
             module = importlib.import_module(module_name)
         except ModuleNotFoundError as exc:
@@ -34,7 +40,9 @@ class LazyGroup(click.Group):
         return getattr(module, attribute)
 
 
-@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(
+    cls=LazyGroup, lazy_subcommands=SUBCOMMANDS, context_settings={"help_option_names": ["-h", "--help"]}
+)
 @click.version_option(package_name="portlayer", prog_name="portlayer")
 def cli() -> None:
     """Move PyTorch training off NVIDIA: migrate the code, run it anywhere, check the loss matches."""

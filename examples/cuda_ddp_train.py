@@ -1,0 +1,104 @@
+"""A CUDA DDP training script in the shape of the usual HuggingFace demo: the input of `portlayer migrate`.
+
+Run on NVIDIA with:  torchrun --nproc_per_node 2 examples/cuda_ddp_train.py --steps 20
+It is written for CUDA + NCCL on purpose; nothing in it knows about portlayer.
+"""
+
+import argparse
+import json
+import os
+import time
+
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+from transformers import GPT2Config, GPT2LMHeadModel
+
+
+def parse_args():
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--batch_size", type=int, default=4)
+    parser.add_argument("--seq_len", type=int, default=32)
+    parser.add_argument("--lr", type=float, default=1e-3)
+    parser.add_argument("--fp16", action="store_true", help="mixed precision with a gradient scaler")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--losses_out", default=None, help="write rank 0's losses to this JSON file")
+    return parser.parse_args()
+
+
+def timed(fn, *args):
+    """Time a step the CUDA way: wait for the queued kernels before reading the clock."""
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    result = fn(*args)
+    torch.cuda.synchronize()
+    return result, time.perf_counter() - start
+
+
+def synthetic_batches(steps, batch_size, seq_len, vocab_size, rank, world_size, seed):
+    generator = torch.Generator().manual_seed(seed)
+    tokens = torch.randint(0, vocab_size, (steps, world_size, batch_size, seq_len), generator=generator)
+    for step in range(steps):
+        yield tokens[step, rank]
+
+
+def main():
+    args = parse_args()
+    local_rank = int(os.environ["LOCAL_RANK"])
+    dist.init_process_group("nccl")
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+
+    device = torch.device("cuda", local_rank)
+    torch.cuda.set_device(device)
+    torch.manual_seed(args.seed)
+    torch.cuda.manual_seed(args.seed)
+    torch.backends.cudnn.benchmark = True
+
+    config = GPT2Config(
+        n_layer=2,
+        n_head=2,
+        n_embd=64,
+        vocab_size=512,
+        n_positions=args.seq_len,
+        resid_pdrop=0.0,
+        embd_pdrop=0.0,
+        attn_pdrop=0.0,
+    )
+    model = GPT2LMHeadModel(config).cuda()
+    model = DDP(model, device_ids=[device], output_device=device)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr)
+    scaler = torch.cuda.amp.GradScaler(enabled=args.fp16)
+
+    def train_step(input_ids):
+        optimizer.zero_grad(set_to_none=True)
+        with torch.cuda.amp.autocast(enabled=args.fp16):
+            loss = model(input_ids=input_ids, labels=input_ids).loss
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+        return loss.detach()
+
+    losses = []
+    for step, input_ids in enumerate(
+        synthetic_batches(
+            args.steps, args.batch_size, args.seq_len, config.vocab_size, rank, world_size, args.seed
+        )
+    ):
+        loss, seconds = timed(train_step, input_ids.to(device))
+        dist.all_reduce(loss)
+        loss = loss.item() / world_size
+        losses.append(loss)
+        if rank == 0:
+            print(f"step {step + 1:3d}  loss {loss:.4f}  {seconds * 1000:.0f} ms")
+
+    if rank == 0:
+        print(f"peak memory {torch.cuda.max_memory_allocated(device) / 2**20:.1f} MiB")
+        if args.losses_out:
+            with open(args.losses_out, "w") as out:
+                json.dump(losses, out)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
