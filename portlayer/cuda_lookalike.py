@@ -63,7 +63,7 @@ def build(api: dict, device_module: ModuleType, device_type: str) -> ModuleType:
 
     def __getattr__(name: str):
         for source in (device_module, torch.cuda):
-            if hasattr(source, name):
+            if not name.startswith("__") and hasattr(source, name):
                 value = getattr(source, name)
                 setattr(cuda, name, value)  # found once, a plain attribute from then on
                 return value
