@@ -2,8 +2,8 @@
 
 Name by name: portlayer's runtime API where it has the name (`synchronize` *is* `portlayer.synchronize`,
 already bound to `torch.npu.synchronize` or its host stand-in), then the vendor's device module
-(`torch.npu.memory_summary`), then the real `torch.cuda` — which answers truthfully about CUDA, as it
-does for every other library in the process. `torch.cuda` itself is never modified.
+(`torch.npu.memory_summary`), then the real `torch.cuda`'s object — which answers truthfully about CUDA,
+as it does for every other library in the process. `torch.cuda` itself is never modified.
 """
 
 from __future__ import annotations
@@ -61,13 +61,9 @@ def build(api: dict, device_module: ModuleType, device_type: str) -> ModuleType:
         )
     cuda.device = device
 
-    def __getattr__(name: str):
-        for source in (device_module, torch.cuda):
-            if not name.startswith("__") and hasattr(source, name):
-                value = getattr(source, name)
-                setattr(cuda, name, value)  # found once, a plain attribute from then on
-                return value
-        raise AttributeError(f"module 'portlayer.torch.cuda' has no attribute {name!r}")
-
-    cuda.__getattr__ = __getattr__
+    # The rest of torch.cuda's names, copied once: a module `__getattr__` would make CPython skip its fast
+    # path for every attribute read on this module, the hot ones included.
+    for name, value in vars(torch.cuda).items():
+        if not name.startswith("__") and name not in vars(cuda):
+            setattr(cuda, name, vars(device_module).get(name, value))
     return cuda
