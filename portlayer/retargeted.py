@@ -126,10 +126,11 @@ def _autocast(retarget: Retarget) -> type:
 
 
 def _grad_scaler(retarget: Retarget) -> type:
+    """`torch.amp.GradScaler`, whose device defaults to "cuda" too."""
+
     class GradScaler(torch.amp.GradScaler):
         __doc__ = torch.amp.GradScaler.__doc__
 
-        # torch's default device is "cuda" too.
         def __init__(self, device: str = "cuda", *args, **kwargs):
             super().__init__(retarget.string(device), *args, **kwargs)
 
@@ -164,11 +165,13 @@ def _load(retarget: Retarget) -> Callable:
     return retargeted
 
 
-def _amp(autocast: type, grad_scaler: type) -> ModuleType:
+def _amp(autocast: type, grad_scaler: type | None) -> ModuleType:
     """`torch.amp` with its device-taking pair retargeted."""
     amp = ModuleType("portlayer.torch.amp", torch.amp.__doc__)
     vars(amp).update({name: value for name, value in vars(torch.amp).items() if not name.startswith("__")})
-    vars(amp).update(autocast=autocast, GradScaler=grad_scaler)
+    amp.autocast = autocast
+    if grad_scaler is not None:
+        amp.GradScaler = grad_scaler
     return amp
 
 
@@ -185,12 +188,9 @@ def names(retarget: Retarget) -> dict[str, Any]:
     for name in present(DEVICE_TYPES):
         real = getattr(torch, name)
         stand_ins[name] = _stand_in_type(real, _leading_device(real, retarget))
-    autocast, grad_scaler = _autocast(retarget), _grad_scaler(retarget)
-    stand_ins.update(
-        device=_device(retarget),
-        autocast=autocast,
-        GradScaler=grad_scaler,
-        amp=_amp(autocast, grad_scaler),
-        load=_load(retarget),
-    )
+    autocast = _autocast(retarget)
+    stand_ins.update(device=_device(retarget), autocast=autocast, load=_load(retarget))
+    if hasattr(torch.amp, "GradScaler"):  # torch >= 2.3; before, only torch.cuda.amp had one
+        stand_ins["GradScaler"] = _grad_scaler(retarget)
+    stand_ins["amp"] = _amp(autocast, stand_ins.get("GradScaler"))
     return stand_ins

@@ -65,3 +65,10 @@ def test_init_process_group_device_id():
 @pytest.mark.parametrize("given, expected", [(None, "xpu"), (1, "xpu:1"), ("cuda:2", "xpu:2")])
 def test_dot_cuda_argument(given, expected):
     assert xpu.index(given) == torch.device(expected)
+
+
+def test_nothing_to_retarget_on_cuda():
+    from portlayer import retargeted
+
+    assert retargeted.names(cuda) == {}
+    assert not any(cuda.wants(value) for value in ("cuda:0", torch.device("cuda", 1), 0))
