@@ -6,7 +6,8 @@ records the device torch receives, and `torch.cuda.*` by the plugin's own call l
 """
 
 import pytest
-from conftest import run_with_fake_plugins
+
+from tests.conftest import fresh_process_json
 
 SCRIPT = r"""
 import json, os, tempfile
@@ -69,7 +70,7 @@ print(json.dumps(out))
 
 @pytest.fixture(scope="module")
 def npu():
-    return run_with_fake_plugins(SCRIPT, backend="npu")
+    return fresh_process_json(SCRIPT, env={"PORTLAYER_BACKEND": "npu"})
 
 
 def test_torch_and_torch_cuda_are_left_as_they_were(npu):
