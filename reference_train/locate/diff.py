@@ -1,0 +1,158 @@
+"""`diff`: align two dumps (say an A100's and an NPU's) module by module and blame one module.
+
+With statistics only, a module's own error is judged from its inputs: it is flagged when its outputs
+diverge beyond tolerance *and* by more than AMPLIFICATION times what its inputs already did, so that
+the divergence a faulty module passes downstream is not blamed on the modules that merely carry it.
+Likewise for the backward: a module whose parameter gradients diverge far more than the gradients
+flowing into it. See docs/parity-locate.md.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from reference_train.locate.dump import Dump, DumpedCall, DumpError
+from reference_train.locate.error import Error, compare, compare_flat
+from reference_train.locate.oracle import TOLERANCE_ULPS
+from reference_train.locate.report import Comparison, Row
+from reference_train.locate.stats import Stats
+
+# How much more than its inputs a module's outputs must diverge before the divergence is its own. Correct
+# layers pass a relative error through roughly unchanged (layer norms and softmaxes can double it).
+AMPLIFICATION = 10.0
+
+
+def default_tolerance(a: Dump, b: Dump) -> float:
+    """TOLERANCE_ULPS epsilons of the coarser of the two sides' dtypes."""
+    eps = max(torch.finfo(getattr(torch, side.dtype)).eps for side in (a.side, b.side))
+    return TOLERANCE_ULPS * eps
+
+
+def check_comparable(a: Dump, b: Dump) -> None:
+    """Raise DumpError unless the two dumps are of the same model on the same batch."""
+    if a.meta.get("model") != b.meta.get("model"):
+        raise DumpError(f"dumps of different models: {a.meta.get('model')!r} and {b.meta.get('model')!r}")
+    if a.meta.get("batch") != b.meta.get("batch"):
+        raise DumpError("dumps of different batches (their batch checksums or shapes differ)")
+    if not {c.key for c in a.calls} & {c.key for c in b.calls}:
+        raise DumpError("dumps share no module: not the same model")
+
+
+def diff(a: Dump, b: Dump, *, tolerance: float | None = None) -> Comparison:
+    """Compare dump `b` against the reference dump `a`."""
+    check_comparable(a, b)
+    tolerance = default_tolerance(a, b) if tolerance is None else tolerance
+    b_calls = {call.key: call for call in b.calls}
+    rows = [_row(a, b, call, b_calls.pop(call.key, None), tolerance) for call in a.calls]
+    rows += [
+        Row(call.key, call.module_type, 0, None, Error.unusable(), None, None, note="only in B")
+        for call in b_calls.values()
+    ]
+    return Comparison(
+        sides=[("A", a.side), ("B", b.side)],
+        losses=[float(a.meta["loss"]), float(b.meta["loss"])],
+        tolerance=tolerance,
+        rows=rows,
+        basis_header="in_rel",
+        unattributed=_backward_only(rows, tolerance),
+    )
+
+
+def _backward_only(rows: list[Row], tolerance: float) -> str | None:
+    """When the forward agrees but gradients do not, a backward kernel is wrong. Statistics of a module's
+    outputs and parameters cannot say which module's input gradient went wrong: say where it shows."""
+    if any(row.flagged for row in rows):
+        return None
+    grads = [row for row in rows if row.grad is not None and row.grad.rel > tolerance]
+    if not grads:
+        return None
+    return (
+        f"gradients diverge (by {max(row.grad.rel for row in grads):.2e} at worst) while every module's "
+        f"forward agrees: a backward is wrong; run `portlayer parity locate` to name the module"
+    )
+
+
+def _row(a: Dump, b: Dump, call: DumpedCall, peer: DumpedCall | None, tolerance: float) -> Row:
+    if peer is None:
+        return Row(
+            call.key,
+            call.module_type,
+            call.depth,
+            call.parent,
+            Error.unusable(),
+            None,
+            None,
+            note="only in A",
+        )
+    inputs = _compare(a, b, call.inputs, peer.inputs)
+    outputs = _compare(a, b, call.outputs, peer.outputs)
+    out_grads = _compare(a, b, *_present(call.grads, peer.grads))
+    name = call.key.split("#")[0]
+    prefix = "" if name == "<model>" else name + "."
+    own_params = [n for n in a.params if n.startswith(prefix) and "." not in n[len(prefix) :]]
+    param_grads = _compare(a, b, [a.params[n] for n in own_params], [b.params.get(n) for n in own_params])
+
+    in_rel = inputs.rel if inputs else 0.0
+    row = Row(
+        call.key,
+        call.module_type,
+        call.depth,
+        call.parent,
+        output=outputs,
+        grad=param_grads.worst(out_grads) if param_grads else out_grads,
+        basis=in_rel,
+    )
+    if outputs and _jumps(outputs.rel, in_rel, tolerance):
+        row.flagged = True
+        row.reason = (
+            f"outputs diverge by {outputs.rel:.2e} (tolerance {tolerance:.2e}), its inputs by {in_rel:.2e}"
+        )
+    elif param_grads and _jumps(param_grads.rel, max(in_rel, out_grads.rel if out_grads else 0.0), tolerance):
+        # A weight gradient is computed from the inputs and the output's gradient: both must be clean.
+        row.flagged = True
+        row.reason = (
+            f"parameter gradients diverge by {param_grads.rel:.2e} (tolerance {tolerance:.2e}), "
+            f"its inputs by {in_rel:.2e}, the gradients of its outputs by "
+            f"{out_grads.rel if out_grads else 0.0:.2e}"
+        )
+    return row
+
+
+def _jumps(error: float, upstream: float, tolerance: float) -> bool:
+    return error > tolerance and error > AMPLIFICATION * upstream
+
+
+def _present(a: list, b: list) -> tuple[list, list]:
+    """The pairs of gradients that both sides have (an output that got no gradient has None)."""
+    if len(a) != len(b):
+        return a, b
+    pairs = [(x, y) for x, y in zip(a, b) if x is not None or y is not None]
+    return [x for x, _ in pairs], [y for _, y in pairs]
+
+
+def _compare(a: Dump, b: Dump, ref: list, got: list) -> Error | None:
+    """Worst error over the pairs of tensors (exact when both dumps hold the full tensors)."""
+    if not ref and not got:
+        return None
+    if len(ref) != len(got):
+        return Error.unusable()
+    worst = None
+    for r, g in zip(ref, got):
+        worst = _compare_one(a, b, r, g).worst(worst)
+    return worst
+
+
+def _compare_one(a: Dump, b: Dump, r: Stats | None, g: Stats | None) -> Error:
+    if r is None or g is None or r.shape != g.shape:
+        return Error.unusable()
+    full_r, full_g = a.full_tensor(r), b.full_tensor(g)
+    if full_r is not None and full_g is not None:
+        return compare([full_r], [full_g])
+    sampled = compare_flat(
+        torch.tensor(r.sample, dtype=torch.float64), torch.tensor(g.sample, dtype=torch.float64)
+    )
+    # The norm sees every element, the sample only a few: a local fault may show in one only.
+    norm = 0.0 if r.norm == g.norm else (abs(g.norm - r.norm) / r.norm if r.norm else math.inf)
+    return Error(sampled.max_abs, max(sampled.rel, norm), sampled.cos)
