@@ -62,7 +62,8 @@ def _load(preset, factory, batch_size, seq_len, seed):
             model, batch = from_preset(preset, batch_size=batch_size, seq_len=seq_len, seed=seed)
             return model, batch, preset
         model, batch = from_factory(factory)
-        return model, batch, factory
+        # The model's class names a user model in the dump: the factory's path may differ per machine.
+        return model, batch, type(model).__name__
     except SourceError as exc:
         raise Unusable(str(exc)) from None
 

@@ -86,8 +86,10 @@ def _row(a: Dump, b: Dump, call: DumpedCall, peer: DumpedCall | None, tolerance:
             None,
             note="only in A",
         )
-    inputs = _compare(a, b, call.inputs, peer.inputs)
-    outputs = _compare(a, b, call.outputs, peer.outputs)
+    # Activations one by one (an attention mask's huge values must not set the scale of the hidden
+    # states beside it); gradients pooled.
+    inputs = _each(a, b, call.inputs, peer.inputs)
+    outputs = _each(a, b, call.outputs, peer.outputs)
     out_grads = _compare(a, b, *_present(call.grads, peer.grads))
     name = call.key.split("#")[0]
     prefix = "" if name == "<model>" else name + "."
@@ -132,27 +134,42 @@ def _present(a: list, b: list) -> tuple[list, list]:
     return [x for x, _ in pairs], [y for _, y in pairs]
 
 
-def _compare(a: Dump, b: Dump, ref: list, got: list) -> Error | None:
-    """Worst error over the pairs of tensors (exact when both dumps hold the full tensors)."""
-    if not ref and not got:
-        return None
+def _each(a: Dump, b: Dump, ref: list, got: list) -> Error | None:
+    """The worst error of B's tensors against A's, tensor by tensor."""
     if len(ref) != len(got):
         return Error.unusable()
     worst = None
     for r, g in zip(ref, got):
-        worst = _compare_one(a, b, r, g).worst(worst)
+        worst = _compare(a, b, [r], [g]).worst(worst)
     return worst
 
 
-def _compare_one(a: Dump, b: Dump, r: Stats | None, g: Stats | None) -> Error:
-    if r is None or g is None or r.shape != g.shape:
+def _compare(a: Dump, b: Dump, ref: list, got: list) -> Error | None:
+    """Error of B's tensors against A's, pooled over the list like `locate` pools (so a gradient that is
+    zero up to rounding is judged on the scale of its siblings); exact when both dumps hold full tensors."""
+    if not ref and not got:
+        return None
+    if len(ref) != len(got) or any(r is None or g is None or r.shape != g.shape for r, g in zip(ref, got)):
         return Error.unusable()
-    full_r, full_g = a.full_tensor(r), b.full_tensor(g)
-    if full_r is not None and full_g is not None:
-        return compare([full_r], [full_g])
-    sampled = compare_flat(
-        torch.tensor(r.sample, dtype=torch.float64), torch.tensor(g.sample, dtype=torch.float64)
-    )
-    # The norm sees every element, the sample only a few: a local fault may show in one only.
-    norm = 0.0 if r.norm == g.norm else (abs(g.norm - r.norm) / r.norm if r.norm else math.inf)
-    return Error(sampled.max_abs, max(sampled.rel, norm), sampled.cos)
+    full_r = [a.full_tensor(r) for r in ref]
+    full_g = [b.full_tensor(g) for g in got]
+    if all(t is not None for t in full_r + full_g):
+        return compare(full_r, full_g)
+    sampled = compare_flat(_samples(ref), _samples(got))
+    if sampled.max_abs == math.inf:
+        return sampled
+    # The scale is the whole tensors' (min and max are exact); the norms see every element, the sample
+    # only a few, so a fault confined to a few elements can still show in them.
+    scale = max(max(abs(r.min), abs(r.max)) for r in ref)
+    norm = math.sqrt(sum(r.norm**2 for r in ref))
+    shifts = [sampled.max_abs / scale if scale else _zero_or_inf(sampled.max_abs)]
+    shifts.append(max(abs(g.norm - r.norm) for r, g in zip(ref, got)) / norm if norm else 0.0)
+    return Error(sampled.max_abs, max(shifts), sampled.cos)
+
+
+def _samples(stats: list[Stats]) -> torch.Tensor:
+    return torch.tensor([v for s in stats for v in s.sample], dtype=torch.float64)
+
+
+def _zero_or_inf(value: float) -> float:
+    return 0.0 if value == 0.0 else math.inf

@@ -10,6 +10,8 @@ from typing import Any
 
 from torch import nn
 
+from portlayer import PortlayerError
+
 
 class SourceError(ValueError):
     """The model or batch could not be obtained; the message says why in one line."""
@@ -25,10 +27,10 @@ def from_preset(
         raise SourceError(f"presets are unavailable ({exc})") from None
     try:
         preset = presets.get_preset(name)
-    except (KeyError, ValueError) as exc:
-        raise SourceError(f"unknown preset {name!r} ({exc})") from None
-    model = presets.build_model(preset, seed=seed, parity=True)
-    batch = presets.example_batch(preset, batch_size=batch_size, seq_len=seq_len, seed=seed)
+        model = presets.build_model(preset, seed=seed, parity=True)
+        batch = presets.example_batch(preset, batch_size=batch_size, seq_len=seq_len, seed=seed)
+    except PortlayerError as exc:
+        raise SourceError(str(exc)) from None
     return model, batch
 
 

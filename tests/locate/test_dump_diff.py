@@ -6,16 +6,16 @@ import json
 
 import pytest
 import torch
-from locate_models import (  # noqa: F401 (one_thread is a fixture)
+
+from reference_train.locate import DumpError, collect, diff, read_dump, write_dump
+from reference_train.locate.stats import SAMPLE_SIZE, Stats, sample_indices
+from tests.locate.models import (  # noqa: F401 (one_thread is a fixture)
     conv1d_in_bf16,
     on_device_only,
     one_thread,
     tiny_gpt2,
     wrong_eps,
 )
-
-from reference_train.locate import DumpError, collect, diff, read_dump, write_dump
-from reference_train.locate.stats import SAMPLE_SIZE, Stats, sample_indices
 
 
 @pytest.fixture(scope="module")

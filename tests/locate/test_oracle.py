@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import torch
-from locate_models import (  # noqa: F401 (one_thread is a fixture)
+
+from reference_train.locate import locate
+from tests.locate.models import (  # noqa: F401 (one_thread is a fixture)
     backward_off_by_one_percent,
     conv1d_in_bf16,
     on_device_only,
@@ -12,8 +14,6 @@ from locate_models import (  # noqa: F401 (one_thread is a fixture)
     tiny_mlp,
     wrong_eps,
 )
-
-from reference_train.locate import locate
 
 
 def test_clean_model_reports_no_divergence():

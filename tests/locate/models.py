@@ -87,3 +87,14 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+def clean_gpt2():
+    """For `--model tests.locate.models:clean_gpt2`."""
+    return tiny_gpt2()
+
+
+def gpt2_with_wrong_eps():
+    model, batch = tiny_gpt2()
+    on_device_only(model.transformer.h[1].ln_2, wrong_eps)
+    return model, batch
