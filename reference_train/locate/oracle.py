@@ -43,6 +43,9 @@ def prepare_copy(model: nn.Module, device: torch.device, dtype: torch.dtype) -> 
     config = getattr(clone, "config", None)
     if config is not None and hasattr(config, "use_cache"):
         config.use_cache = False
+    if dtype == torch.float64 and hasattr(clone, "set_experts_implementation"):
+        # HF's grouped-matmul experts have no float64 kernel; the eager loop computes the same function.
+        clone.set_experts_implementation("eager")
     return clone
 
 
@@ -77,9 +80,6 @@ def locate(
 
     on_device = prepare_copy(model, device, dtype)
     oracle = prepare_copy(model, cpu, ORACLE_DTYPE)
-    if hasattr(oracle, "set_experts_implementation"):
-        # HF's grouped-matmul experts have no float64 kernel; the eager loop computes the same function.
-        oracle.set_experts_implementation("eager")
     dev = trace(on_device, move_batch(batch, device, dtype), _clone, loss_fn)
     ref = trace(oracle, move_batch(batch, cpu, ORACLE_DTYPE), _clone, loss_fn)
     if device.type != "cpu":
