@@ -14,7 +14,7 @@ import math
 import torch
 
 from reference_train.locate.dump import Dump, DumpedCall, DumpError
-from reference_train.locate.error import Error, compare, compare_flat
+from reference_train.locate.error import Error, compare, compare_each, compare_flat
 from reference_train.locate.oracle import TOLERANCE_ULPS
 from reference_train.locate.report import Comparison, Row
 from reference_train.locate.stats import Stats
@@ -90,8 +90,9 @@ def _row(a: Dump, b: Dump, call: DumpedCall, peer: DumpedCall | None, tolerance:
         )
     # Activations one by one (an attention mask's huge values must not set the scale of the hidden
     # states beside it); gradients pooled.
-    inputs = _each(a, b, call.inputs, peer.inputs)
-    outputs = _each(a, b, call.outputs, peer.outputs)
+    one = lambda r, g: _compare(a, b, [r], [g])  # noqa: E731
+    inputs = compare_each(call.inputs, peer.inputs, one)
+    outputs = compare_each(call.outputs, peer.outputs, one)
     out_grads = _compare(a, b, *_present(call.grads, peer.grads))
     name = call.key.split("#")[0]
     prefix = "" if name == "<model>" else name + "."
@@ -136,16 +137,6 @@ def _present(a: list, b: list) -> tuple[list, list]:
         return a, b
     pairs = [(x, y) for x, y in zip(a, b) if x is not None or y is not None]
     return [x for x, _ in pairs], [y for _, y in pairs]
-
-
-def _each(a: Dump, b: Dump, ref: list, got: list) -> Error | None:
-    """The worst error of B's tensors against A's, tensor by tensor."""
-    if len(ref) != len(got):
-        return Error.unusable()
-    worst = None
-    for r, g in zip(ref, got):
-        worst = _compare(a, b, [r], [g]).worst(worst)
-    return worst
 
 
 def _compare(a: Dump, b: Dump, ref: list, got: list) -> Error | None:

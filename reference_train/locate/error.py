@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any, Callable
 
 import torch
 
@@ -43,6 +44,17 @@ def compare(ref: list[torch.Tensor], got: list[torch.Tensor]) -> Error | None:
     r = torch.cat([t.detach().to("cpu", torch.float64).reshape(-1) for t in ref])
     g = torch.cat([t.detach().to("cpu", torch.float64).reshape(-1) for t in got])
     return compare_flat(r, g)
+
+
+def compare_each(ref: list, got: list, one: Callable[[Any, Any], Error] | None = None) -> Error | None:
+    """The worst error tensor by tensor, each judged on its own scale (a loss beside its logits).
+    `one` compares a pair (default: two tensors)."""
+    if len(ref) != len(got):
+        return Error.unusable()
+    worst = None
+    for r, g in zip(ref, got):
+        worst = (one(r, g) if one else compare([r], [g])).worst(worst)
+    return worst
 
 
 def compare_flat(r: torch.Tensor, g: torch.Tensor) -> Error:

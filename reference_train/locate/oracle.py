@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 from reference_train.locate.capture import Call, trace
-from reference_train.locate.error import Error, compare
+from reference_train.locate.error import Error, compare, compare_each
 from reference_train.locate.report import Comparison, Row
 from reference_train.locate.sides import Side
 from reference_train.locate.tree import float_leaves, tree_map
@@ -98,7 +98,7 @@ def locate(
                 module_type=call.module_type,
                 depth=call.depth,
                 parent=call.parent,
-                output=compare(call.outputs, peer.outputs) if peer else Error.unusable(),
+                output=compare_each(call.outputs, peer.outputs) if peer else Error.unusable(),
                 grad=_grad_error(call, peer, ora_modules[_name(call)], ref.param_grads, dev.param_grads),
                 basis=own,
                 flagged=own is not None and own > tolerance,
@@ -166,9 +166,7 @@ def _own_error(
 
     # Outputs one by one; gradients pooled: a gradient that is zero up to rounding (a key projection's
     # bias under softmax) is judged on the scale of the others, where its rounding belongs.
-    errors = [compare([r], [g]) for r, g in zip(ref_out, dev_out)]
-    if len(ref_out) != len(dev_out):
-        errors.append(Error.unusable())
+    errors = [compare_each(ref_out, dev_out)]
     present = [(r, g) for r, g in zip(ref_grads, dev_grads) if r is not None or g is not None]
     if len(ref_grads) != len(dev_grads) or any(r is None or g is None for r, g in present):
         errors.append(Error.unusable())
