@@ -69,9 +69,15 @@ def loss_of(output: Any) -> torch.Tensor:
 class Recorder:
     """Context manager: hooks on every module of `model` (and its parameters' gradients) while inside."""
 
-    def __init__(self, model: nn.Module, keep: Callable[[torch.Tensor], Any]):
+    def __init__(
+        self,
+        model: nn.Module,
+        keep: Callable[[torch.Tensor], Any],
+        keep_input: Callable[[torch.Tensor], Any] | None = None,
+    ):
         self.model = model
         self.keep = keep
+        self.keep_input = keep_input or keep
         self.calls: list[Call] = []
         self._stack: list[int] = []
         self._seen: Counter = Counter()
@@ -103,8 +109,8 @@ class Recorder:
                     parent=parent,
                     depth=len(self._stack),
                     # Cloned before the module runs: a module may change its inputs in place.
-                    args=tree_map(self.keep, args),
-                    kwargs=tree_map(self.keep, kwargs),
+                    args=tree_map(self.keep_input, args),
+                    kwargs=tree_map(self.keep_input, kwargs),
                 )
             )
             self._stack.append(len(self.calls) - 1)
@@ -128,10 +134,17 @@ class Recorder:
         return hook
 
 
-def trace(model: nn.Module, batch: Any, keep: Callable[[torch.Tensor], Any], loss_fn=None) -> Trace:
-    """One forward and backward of `model` on `batch`, recorded module by module."""
+def trace(
+    model: nn.Module,
+    batch: Any,
+    keep: Callable[[torch.Tensor], Any],
+    loss_fn=None,
+    keep_input: Callable[[torch.Tensor], Any] | None = None,
+) -> Trace:
+    """One forward and backward of `model` on `batch`, recorded module by module (inputs with
+    `keep_input`, default `keep`)."""
     model.zero_grad(set_to_none=True)
-    with Recorder(model, keep) as recorder:
+    with Recorder(model, keep, keep_input) as recorder:
         output = run_model(model, batch)
         loss = (loss_fn or loss_of)(output)
         loss.backward()

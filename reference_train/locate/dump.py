@@ -25,7 +25,7 @@ from torch import nn
 
 from reference_train.locate.capture import trace
 from reference_train.locate.oracle import model_dtype, move_batch, prepare_copy
-from reference_train.locate.sides import Side
+from reference_train.locate.sides import Side, parse_dtype
 from reference_train.locate.stats import SAMPLE_SIZE, Stats
 from reference_train.locate.tree import leaves
 
@@ -193,6 +193,7 @@ def read(path: os.PathLike) -> Dump:
         ]
         params = {str(name): Stats.from_dict(s) for name, s in document["params"].items()}
         side = Side.from_dict(meta["side"])
+        parse_dtype(side.dtype)
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise DumpError(f"{path}: malformed dump ({exc.__class__.__name__}: {exc})") from None
     if any(c.parent is not None and not 0 <= c.parent < i for i, c in enumerate(calls)):

@@ -57,6 +57,10 @@ def _clone(t: torch.Tensor) -> torch.Tensor:
     return t.detach().clone().requires_grad_(t.requires_grad and t.is_floating_point())
 
 
+def _dtype_only(t: torch.Tensor) -> torch.Tensor:
+    return t.new_empty(0)
+
+
 def locate(
     model: nn.Module,
     batch: Any,
@@ -80,7 +84,8 @@ def locate(
 
     on_device = prepare_copy(model, device, dtype)
     oracle = prepare_copy(model, cpu, ORACLE_DTYPE)
-    dev = trace(on_device, move_batch(batch, device, dtype), _clone, loss_fn)
+    # Of the device's inputs only their dtypes are needed (to cast the oracle's): keep empty stand-ins.
+    dev = trace(on_device, move_batch(batch, device, dtype), _clone, loss_fn, keep_input=_dtype_only)
     ref = trace(oracle, move_batch(batch, cpu, ORACLE_DTYPE), _clone, loss_fn)
     if device.type != "cpu":
         portlayer.synchronize()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from click.testing import CliRunner
@@ -48,6 +49,9 @@ def test_dump_then_diff(tmp_path):
     assert run(diff, a, a, "-q").output == "no divergence: every module within 1.22e-04\n"
     result = run(diff, a, b)
     assert result.exit_code == 1
+    side_a, side_b = result.output.splitlines()[:2]
+    assert re.fullmatch(r"A: cpu cpu \(.+\) float32, torch .+", side_a)
+    assert re.fullmatch(r"B: cpu cpu \(.+\) float32, torch .+", side_b)
     assert result.output.splitlines()[-1].startswith("first divergence: transformer.h.1.ln_2 (LayerNorm)")
 
 
