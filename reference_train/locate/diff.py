@@ -15,7 +15,7 @@ import torch
 
 from reference_train.locate.dump import Dump, DumpedCall, DumpError
 from reference_train.locate.error import Error, compare, compare_each, compare_flat
-from reference_train.locate.oracle import TOLERANCE_ULPS
+from reference_train.locate.oracle import default_tolerance as dtype_tolerance
 from reference_train.locate.report import Comparison, Row
 from reference_train.locate.stats import Stats
 
@@ -25,9 +25,8 @@ AMPLIFICATION = 10.0
 
 
 def default_tolerance(a: Dump, b: Dump) -> float:
-    """TOLERANCE_ULPS epsilons of the coarser of the two sides' dtypes."""
-    eps = max(torch.finfo(getattr(torch, side.dtype)).eps for side in (a.side, b.side))
-    return TOLERANCE_ULPS * eps
+    """`locate`'s tolerance for the coarser of the two sides' dtypes."""
+    return max(dtype_tolerance(getattr(torch, side.dtype)) for side in (a.side, b.side))
 
 
 def check_comparable(a: Dump, b: Dump) -> None:
