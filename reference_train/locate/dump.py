@@ -16,6 +16,7 @@ import hashlib
 import json
 import os
 import tempfile
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -90,12 +91,19 @@ def collect(
     device = torch.device(device) if device is not None else portlayer.device()
     dtype = dtype or model_dtype(model)
     tensors: list[torch.Tensor] | None = [] if full else None
+    # A module's output is usually the next module's input: the same tensor, unchanged since (same
+    # version counter), gets the statistics already computed. Weak references hold nothing alive.
+    seen: dict[int, tuple[weakref.ref, int, Stats]] = {}
 
     def keep(t: torch.Tensor) -> Stats:
+        hit = seen.get(id(t))
+        if hit is not None and hit[0]() is t and hit[1] == t._version:
+            return hit[2]
         stats = Stats.of(t)
         if tensors is not None and t.is_floating_point():
             stats.full = len(tensors)
             tensors.append(t.detach().cpu().clone())
+        seen[id(t)] = (weakref.ref(t), t._version, stats)
         return stats
 
     on_device = prepare_copy(model, device, dtype)

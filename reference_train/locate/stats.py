@@ -56,14 +56,16 @@ class Stats:
         digits = _DIGITS.get(t.dtype, 17)
         sample = [float(f"{v:.{digits}g}") for v in values[index].cpu().tolist()]
         n = values.numel()
+        std, mean = torch.std_mean(values) if n > 1 else (values.new_zeros(()), values.sum())
+        low, high = torch.aminmax(values) if n else (values.new_zeros(()), values.new_zeros(()))
         return cls(
             shape=list(t.shape),
             dtype=str(t.dtype).replace("torch.", ""),
-            mean=float(values.mean()) if n else 0.0,
-            std=float(values.std()) if n > 1 else 0.0,
-            min=float(values.min()) if n else 0.0,
-            max=float(values.max()) if n else 0.0,
-            norm=float(values.norm()) if n else 0.0,
+            mean=float(mean),
+            std=float(std),
+            min=float(low),
+            max=float(high),
+            norm=float(values.norm()),
             sample=sample,
             checksum=hashlib.sha256(",".join(f"{v:.5e}" for v in sample).encode()).hexdigest()[:16],
         )
