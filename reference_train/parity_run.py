@@ -80,7 +80,6 @@ def run(preset: str, nproc: int, steps: int | None, out: Path, trainer_options: 
     if status != 0:
         reason = error or f"torchrun exited with status {status}"
         raise click.ClickException(f"parity run of {preset} on {nproc} process(es) failed: {reason}")
-    click.echo(f"wrote {out}", err=True)
 
 
 if __name__ == "__main__":
