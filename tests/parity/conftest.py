@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import copy
-import json
 
 import pytest
+
+from reference_train import runfile
 
 LOSSES = [10.8, 10.1, 9.7, 9.4, 9.2, 9.05]
 
@@ -19,7 +20,7 @@ def _make_run(losses=LOSSES, **metadata) -> dict:
         "steps": len(losses), "lr": 1e-3, "warmup_steps": 5, "precision": "fp32", "tf32": False,
         "deterministic": True, "seed": 0, "parity": True, "config_hash": "c0ffee",
         "data_checksum": "da7a", "init_weights_checksum": "1717", "dropout_fields_zeroed": ["resid_pdrop"],
-        "created": "2025-01-01T00:00:00Z", "command": "portlayer parity run --preset gpt2-tiny",
+        "created": "2025-01-01T00:00:00Z", "command": ["portlayer", "parity", "run", "--preset", "gpt2-tiny"],
     }
     fields.update(metadata)
     return {
@@ -56,9 +57,11 @@ def perturbed():
 
 @pytest.fixture
 def write_run(tmp_path):
+    """Write a run with the trainer's own writer, as `portlayer parity run` would."""
+
     def write(run: dict, name: str) -> str:
         path = tmp_path / name
-        path.write_text(json.dumps(run))
+        runfile.write_run(path, run)
         return str(path)
 
     return write

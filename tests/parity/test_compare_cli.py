@@ -1,6 +1,8 @@
 """`portlayer parity compare`: what it prints, the files it writes and its exit codes (0 same, 1 diverged,
 2 unusable input), run in-process through the top-level `portlayer` command."""
 
+import json
+
 import pytest
 from click.testing import CliRunner
 
@@ -103,11 +105,20 @@ def test_corrupt_json_exits_2(make_run, write_run, tmp_path):
     assert_one_line_refusal(result, "corrupt.json")
 
 
-def test_a_wrong_schema_exits_2(make_run, write_run):
+def test_a_wrong_schema_exits_2(make_run, write_run, tmp_path):
     foreign = make_run()
     foreign["schema"] = "someone.else/3"
-    result = compare(write_run(foreign, "base.json"), write_run(make_run(), "run.json"))
-    assert_one_line_refusal(result, "base.json")
+    (tmp_path / "foreign.json").write_text(json.dumps(foreign))
+    result = compare(str(tmp_path / "foreign.json"), write_run(make_run(), "run.json"))
+    assert_one_line_refusal(result, "foreign.json", "schema")
+
+
+def test_a_nan_loss_in_the_run_is_a_divergence(make_run, write_run):
+    broken = make_run()
+    broken["steps"][3]["loss"] = float("nan")  # written as null: JSON has no NaN
+    result = compare(write_run(make_run(), "base.json"), write_run(broken, "run.json"))
+    assert result.exit_code == 1, result.output
+    assert "DIVERGED at step 4 of 6 (rel. error inf" in result.output
 
 
 def test_plot_writes_a_png(make_run, perturbed, write_run, tmp_path):
