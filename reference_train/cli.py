@@ -33,10 +33,20 @@ def parity() -> None:
 @parity.command()
 @click.argument("baseline", metavar="BASELINE.json")
 @click.argument("run", metavar="RUN.json")
-@click.option("--rtol", type=click.FloatRange(min=0), default=DEFAULT_RTOL, show_default=True,
-              help="Largest relative loss error per step still counted as the same training.")
-@click.option("--plot", "plot_path", metavar="OUT.png", default=None,
-              help="Write both loss curves and the relative error per step to this image.")
+@click.option(
+    "--rtol",
+    type=click.FloatRange(min=0),
+    default=DEFAULT_RTOL,
+    show_default=True,
+    help="Largest relative loss error per step still counted as the same training.",
+)
+@click.option(
+    "--plot",
+    "plot_path",
+    metavar="OUT.png",
+    default=None,
+    help="Write both loss curves and the relative error per step to this image.",
+)
 @click.option("--all-steps", is_flag=True, help="Show every step in the table, not a sample.")
 def compare(baseline: str, run: str, rtol: float, plot_path: str | None, all_steps: bool) -> None:
     """Compare RUN.json with BASELINE.json step by step.

@@ -154,6 +154,8 @@ def _field(run: dict, field: str):
 def _describe(run: dict, field: str) -> str:
     if field == "global_batch":
         metadata = run["metadata"]
-        return (f"{_field(run, field)} ({metadata['world_size']} ranks x {metadata['per_device_batch']}"
-                f" x {metadata['grad_accum']} accumulated)")
+        return (
+            f"{_field(run, field)} ({metadata['world_size']} ranks x {metadata['per_device_batch']}"
+            f" x {metadata['grad_accum']} accumulated)"
+        )
     return repr(_field(run, field))

@@ -29,7 +29,9 @@ def write_plot(comparison: Comparison, out: str | os.PathLike) -> Path:
     run_label = _label(comparison.run)
 
     figure, (losses, relative) = plt.subplots(2, 1, figsize=(8, 7), sharex=True, constrained_layout=True)
-    losses.plot(steps, [delta.baseline_loss for delta in comparison.steps], label=f"baseline: {baseline_label}")
+    losses.plot(
+        steps, [delta.baseline_loss for delta in comparison.steps], label=f"baseline: {baseline_label}"
+    )
     losses.plot(steps, [delta.run_loss for delta in comparison.steps], "--", label=f"run: {run_label}")
     losses.set_ylabel("training loss")
     losses.set_title(f"{comparison.run['preset']}: {comparison.verdict}")
@@ -37,9 +39,11 @@ def write_plot(comparison: Comparison, out: str | os.PathLike) -> Path:
 
     relative.semilogy(steps, errors, marker=".", color="black", label="|run - baseline| / baseline")
     relative.axhline(comparison.rtol, color="red", linestyle="--", label=f"rtol {comparison.rtol:g}")
-    bands = ((ERROR_FLOOR, ROUNDING_LIMIT, "rounding-level", "tab:green"),
-             (ROUNDING_LIMIT, TF32_LIMIT, "TF32", "tab:orange"),
-             (BF16_MEASURED_LOW, BF16_LIMIT, "bf16", "tab:purple"))
+    bands = (
+        (ERROR_FLOOR, ROUNDING_LIMIT, "rounding-level", "tab:green"),
+        (ROUNDING_LIMIT, TF32_LIMIT, "TF32", "tab:orange"),
+        (BF16_MEASURED_LOW, BF16_LIMIT, "bf16", "tab:purple"),
+    )
     for low, high, name, color in bands:
         relative.axhspan(low, high, color=color, alpha=0.12, label=f"{name} band")
     if comparison.first_beyond is not None:
