@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+import traceback
 from pathlib import Path
 
 import click
@@ -101,8 +102,12 @@ def main(preset, steps, per_device_batch, seq_len, lr, warmup_steps, **rest):
     rank = os.environ.get("RANK", "0")
     try:
         run(preset, steps, per_device_batch, seq_len, lr, warmup_steps, rest)
-    except (PortlayerError, ValueError, OSError, RuntimeError) as exc:
-        first_line = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    except Exception as exc:
+        if os.environ.get("PORTLAYER_TRACEBACK"):
+            traceback.print_exc()
+        first_line = (str(exc).strip().splitlines() or [""])[0]
+        if not isinstance(exc, PortlayerError):
+            first_line = f"{type(exc).__name__}: {first_line}"
         click.echo(f"reference_train: rank {rank}: error: {first_line}", err=True)
         sys.stderr.flush()
         # A distributed job whose peer died cannot shut down cleanly: leave now, torchrun reaps the rest.

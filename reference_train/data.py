@@ -9,6 +9,8 @@ ranks covers the same samples.
 
 from __future__ import annotations
 
+import hashlib
+import io
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -72,21 +74,38 @@ def tokenizer_for(task: str):
     return tokenizer.load_tokenizer(task, corpus.corpus_path())
 
 
-def load_blocks(task: str, seq_len: int, path: Path | None = None) -> Blocks:
+def token_stream(task: str, path: Path | None):
+    """All documents' token ids, concatenated (causal LMs: with end-of-text after each), cached on disk.
+
+    The cache key covers the task, the tokenizer and the files' contents, so editing the data retokenizes.
+    """
     tok = tokenizer_for(task)
-    texts = load_texts(path)
-    ids = tok(texts, add_special_tokens=False)["input_ids"]
-    if task == "causal-lm":
-        # Documents joined by end-of-text, as GPT-2 was trained.
-        stream = [token for doc in ids for token in (*doc, tok.eos_token_id)]
-        width = seq_len
-    else:
-        stream = [token for doc in ids for token in doc]
-        width = seq_len - 2  # room for [CLS] … [SEP]
+    builder, files = data_files(path)
+    key = hashlib.sha256(f"{task}\n{builder}\n".encode())
+    key.update(tok.backend_tokenizer.to_str().encode())
+    for name in files:
+        key.update(corpus.sha256_file(Path(name)).encode())
+    cached = corpus.cache_dir() / "tokens" / f"{key.hexdigest()[:32]}.pt"
+    if cached.exists():
+        return torch.load(cached)
+    ids = tok(load_texts(path), add_special_tokens=False)["input_ids"]
+    suffix = (tok.eos_token_id,) if task == "causal-lm" else ()  # documents joined by end-of-text, as GPT-2's
+    stream = torch.tensor([token for doc in ids for token in (*doc, *suffix)], dtype=torch.int32)
+    buffer = io.BytesIO()
+    torch.save(stream, buffer)
+    corpus.atomic_write_bytes(cached, buffer.getvalue())
+    return stream
+
+
+def load_blocks(task: str, seq_len: int, path: Path | None = None) -> Blocks:
+    """The data cut into blocks of `seq_len` tokens (masked LM: [CLS] … [SEP]); the last few held out."""
+    tok = tokenizer_for(task)
+    stream = token_stream(task, path).long()
+    width = seq_len if task == "causal-lm" else seq_len - 2
     n = len(stream) // width
     if n < 2:
         raise PortlayerError(f"the data holds {len(stream)} tokens: too few for two blocks of {seq_len}")
-    blocks = torch.tensor(stream[: n * width], dtype=torch.long).view(n, width)
+    blocks = stream[: n * width].view(n, width)
     if task == "masked-lm":
         blocks = torch.cat(
             [

@@ -160,7 +160,12 @@ def apply_overrides(config, overrides: Mapping[str, Any], source: str) -> None:
         problem = _type_error(field, getattr(config, field), value, source)
         if problem:
             raise PortlayerError(problem)
-        setattr(config, field, value)
+        if isinstance(getattr(config, field), float) and isinstance(value, int):
+            value = float(value)  # JSON's 1 for a float field: what the user meant, and strict configs insist
+        try:
+            setattr(config, field, value)
+        except (TypeError, ValueError) as exc:  # the config class's own validation
+            raise PortlayerError(f"{source}: {field}: {str(exc).splitlines()[-1].strip()}") from None
 
 
 def read_override_file(path: Path) -> dict:

@@ -158,13 +158,14 @@ def read_run(path: os.PathLike) -> dict:
         raise RunFileError(f"{path}: {exc.strerror}") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise RunFileError(f"{path}: not a JSON file ({exc})") from None
+    steps = run.get("steps") if isinstance(run, dict) else None
+    for step in steps if isinstance(steps, list) else ():
+        if isinstance(step, dict) and "loss" in step and step["loss"] is None:
+            step["loss"] = math.nan  # written as null: JSON has no NaN
     try:
         validate(run)
     except RunFileError as exc:
         raise RunFileError(f"{path}: {exc}") from None
-    for step in run["steps"]:
-        if step["loss"] is None:
-            step["loss"] = math.nan
     return run
 
 

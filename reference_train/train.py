@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -27,6 +28,7 @@ from reference_train import checkpoint, data, runfile
 from reference_train.parity import functional_dropout_off
 from reference_train.presets import Preset, build_config, build_model, read_override_file
 
+STARTUP_TIMEOUT = timedelta(minutes=30)
 PRECISIONS = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 # Config keys that describe the software or the checkpoint, not the experiment.
 _VOLATILE_CONFIG_KEYS = ("transformers_version", "_name_or_path", "architectures", "dtype", "torch_dtype")
@@ -67,6 +69,9 @@ class World:
     local_rank: int
     size: int
     distributed: bool
+    # Training collectives use this group, whose timeout is `--timeout`; start-up and checkpoints, which
+    # may wait on slow ranks legitimately, use the default group and its generous timeout.
+    group: Any = None
 
     @classmethod
     def from_env(cls) -> World:
@@ -85,7 +90,7 @@ class World:
             tensor = tensor.to(
                 portlayer.device(self.local_rank) if portlayer.backend().is_accelerator else "cpu"
             )
-            dist.all_reduce(tensor, op=op or dist.ReduceOp.SUM)
+            dist.all_reduce(tensor, op=op or dist.ReduceOp.SUM, group=self.group)
         return tensor.cpu().tolist()
 
     def barrier(self) -> None:
@@ -219,7 +224,7 @@ def train(options: Options) -> dict | None:
     if portlayer.backend().is_accelerator:
         portlayer.set_device(world.local_rank)
     if world.distributed:
-        dist.init_process_group(portlayer.dist_backend(), timeout=timedelta(seconds=options.timeout_s))
+        dist.init_process_group(portlayer.dist_backend(), timeout=STARTUP_TIMEOUT)
     try:
         with (
             functional_dropout_off()
@@ -227,6 +232,12 @@ def train(options: Options) -> dict | None:
             else contextlib.nullcontext()
         ):
             return _train(options, world, device)
+    except RuntimeError as exc:
+        if world.distributed and "timed out" in str(exc).lower():
+            raise PortlayerError(
+                f"a collective timed out after {options.timeout_s:g} s: another rank is stuck or gone"
+            ) from exc
+        raise
     finally:
         if world.distributed:
             dist.destroy_process_group()
@@ -253,16 +264,14 @@ def _train(options: Options, world: World, device: torch.device) -> dict | None:
     )
     init_checksum = sha256_tensors(model.state_dict().items())
     model.to(device)
+    blocks = data.load_blocks(preset.task, options.seq_len, options.data)
     if world.distributed:
-        model = torch.nn.parallel.DistributedDataParallel(model, device_ids=portlayer.ddp_device_ids(device))
+        world.barrier()  # every rank is ready: from here on a silent rank is a failure
+        world.group = dist.new_group(timeout=timedelta(seconds=options.timeout_s))
+        model = torch.nn.parallel.DistributedDataParallel(
+            model, device_ids=portlayer.ddp_device_ids(device), process_group=world.group
+        )
     core = model.module if world.distributed else model
-
-    # Rank 0 fills the corpus, tokenizer and datasets caches; the others then read them.
-    if world.rank == 0:
-        blocks = data.load_blocks(preset.task, options.seq_len, options.data)
-    world.barrier()
-    if world.rank != 0:
-        blocks = data.load_blocks(preset.task, options.seq_len, options.data)
     vocab = core.config.vocab_size
     if len(blocks.tokenizer) > vocab:
         raise PortlayerError(
