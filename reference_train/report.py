@@ -81,15 +81,21 @@ def _run_row(run: dict, max_error: str, first_beyond: str) -> tuple[str, ...]:
         str(metadata["global_batch"]),
         f"{metadata['backend']} ({precision})",
         str(metadata.get("device_name", "?")),
-        _mebibytes(summary.get("peak_memory_bytes")),
+        _peak_memory(summary),
         _rate(summary.get("tokens_per_s")),
         max_error,
         first_beyond,
     )
 
 
-def _mebibytes(value) -> str:
-    return "n/a" if value is None else f"{value / 2**20:,.0f} MiB"
+def _peak_memory(summary: dict) -> str:
+    """The device's peak allocation; a cpu has no device allocator, so its runs show the host's peak RSS."""
+    device_peak, host_peak = summary.get("peak_memory_bytes"), summary.get("host_peak_rss_bytes")
+    if device_peak:
+        return f"{device_peak / 2**20:,.0f} MiB"
+    if host_peak:
+        return f"{host_peak / 2**20:,.0f} MiB host RSS"
+    return "n/a"
 
 
 def _rate(value) -> str:

@@ -137,3 +137,12 @@ def test_plot_of_a_divergence_is_written_too(make_run, perturbed, write_run, tmp
     result = compare(write_run(make_run(), "base.json"), write_run(run, "run.json"), "--plot", str(out))
     assert result.exit_code == 1
     assert out.stat().st_size > 0
+
+
+def test_the_table_shows_a_cpu_runs_host_memory(make_run, write_run):
+    cpu = make_run()
+    cpu["summary"].update(peak_memory_bytes=0, host_peak_rss_bytes=512 * 2**20)
+    result = compare(write_run(cpu, "base.json"), write_run(make_run(), "run.json"))
+    rows = [line for line in result.output.splitlines() if line.startswith("| gpt2-tiny")]
+    assert "| 512 MiB host RSS |" in rows[0]
+    assert "| 200 MiB " in rows[1]
