@@ -43,13 +43,16 @@ def compare_rates(options: Options, reference, anchor) -> tuple[float, float]:
     ROUNDS rounds run alternately after one warm-up round each (caches, first-call costs, thread pools)."""
     import torch
 
+    # One intra-op thread: on a shared machine a step with two threads waits on whichever was descheduled,
+    # and that noise would swamp the few percent measured here. Both sides run alike.
+    torch.set_num_threads(1)
     reference(), anchor()
     ours, theirs = [], []
     for _ in range(ROUNDS):  # interleaved, so drift on a noisy machine hits both sides alike
         ours += reference()
         theirs += anchor()
     print(
-        f"{options.preset.name} on {torch.get_num_threads()} cpu threads, batch {options.per_device_batch} x "
+        f"{options.preset.name} on 1 cpu thread, batch {options.per_device_batch} x "
         f"{options.seq_len} tokens, median of {len(ours)} steps per side over {ROUNDS} interleaved rounds"
     )
     return statistics.median(ours), statistics.median(theirs)

@@ -37,7 +37,13 @@ def write_plot(comparison: Comparison, out: str | os.PathLike) -> Path:
     losses.set_title(f"{comparison.run['preset']}: {comparison.verdict}")
     losses.legend()
 
-    relative.semilogy(steps, errors, marker=".", color="black", label="|run - baseline| / baseline")
+    relative.semilogy(
+        steps,
+        errors,
+        marker=".",
+        color="black",
+        label=f"|run - baseline| / baseline (0 drawn at {ERROR_FLOOR:g})",
+    )
     relative.axhline(comparison.rtol, color="red", linestyle="--", label=f"rtol {comparison.rtol:g}")
     bands = (
         (ERROR_FLOOR, ROUNDING_LIMIT, "rounding-level", "tab:green"),
