@@ -15,6 +15,7 @@ import json
 import os
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -27,6 +28,7 @@ BASELINES = REPO / "reference_train" / "baselines"
 OUTPUT = REPO / "runs" / "demo"
 PRESET = "gpt2-tiny"
 NPROC = 2
+STEP_TIMEOUT_S = 300
 # The commands the demo runs live next to the interpreter running it (the project's virtualenv).
 BIN = Path(sys.executable).parent
 
@@ -124,7 +126,14 @@ def run(env: dict, command: str, *args, ok: tuple[int, ...] = (0,)) -> None:
     program = BIN / command
     if not program.exists():
         raise StepFailed(f"{program} is missing: install the project first (make venv)")
-    status = subprocess.run([str(program), *words[1:]], env=env, cwd=REPO).returncode
+    # A session of its own, so a step that hangs (a stuck rank) is ended with every process it started.
+    process = subprocess.Popen([str(program), *words[1:]], env=env, cwd=REPO, start_new_session=True)
+    try:
+        status = process.wait(timeout=STEP_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+        raise StepFailed(f"`{shlex.join(words)}` did not finish in {STEP_TIMEOUT_S} s") from None
     if status not in ok:
         raise StepFailed(f"`{shlex.join(words)}` exited {status}")
 
