@@ -99,7 +99,7 @@ def main():
                 json.dump(losses, out)
     # Drop the DDP model before its process group: alive past destroy_process_group, it can hang its
     # rank at exit (gloo, torch 2.13: about one run in three).
-    del model, optimizer, train_step
+    model = optimizer = None
     dist.destroy_process_group()
 
 

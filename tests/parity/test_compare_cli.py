@@ -146,3 +146,18 @@ def test_the_table_shows_a_cpu_runs_host_memory(make_run, write_run):
     rows = [line for line in result.output.splitlines() if line.startswith("| gpt2-tiny")]
     assert "| 512 MiB host RSS |" in rows[0]
     assert "| 200 MiB " in rows[1]
+
+
+def test_a_tf32_sized_error_neither_run_recorded_gets_a_hint(make_run, perturbed, write_run):
+    run = perturbed(make_run(), {2: 5e-5})
+    result = compare(write_run(make_run(), "base.json"), write_run(run, "run.json"), "--rtol", "1e-4")
+    assert result.exit_code == 0, result.output
+    assert "consistent with TF32 (neither run records it: check the backend's default matmul precision)" in (
+        result.output
+    )
+
+
+def test_a_recorded_tf32_run_gets_no_hint(make_run, perturbed, write_run):
+    run = perturbed(make_run(tf32=True), {2: 5e-5})
+    result = compare(write_run(make_run(), "base.json"), write_run(run, "run.json"), "--rtol", "1e-4")
+    assert result.output.strip().endswith("at step 2, consistent with TF32")
