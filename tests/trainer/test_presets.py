@@ -162,3 +162,12 @@ def test_unusable_user_data_is_a_clear_error(tmp_path, files, message):
         (tmp_path / name).write_text(content)
     with pytest.raises(PortlayerError, match=message):
         data.load_blocks("causal-lm", 16, tmp_path)
+
+
+def test_model_name_or_path_loads_a_local_checkpoint(tmp_path):
+    preset = get_preset("gpt2-tiny")
+    trained = build_model(preset, seed=7)
+    trained.save_pretrained(tmp_path)
+    loaded = build_model(preset, seed=0, model_name_or_path=str(tmp_path))
+    assert torch.equal(loaded.state_dict()["lm_head.weight"], trained.state_dict()["lm_head.weight"])
+    assert loaded.config.resid_pdrop == 0.0  # parity mode zeroes a checkpoint's dropout too
