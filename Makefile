@@ -19,7 +19,7 @@ $(STAMP): pyproject.toml constraints.txt
 
 demo: $(STAMP)
 	$(BIN)/portlayer doctor
-	$(BIN)/python examples/tour.py
+	$(BIN)/python examples/demo.py
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -n 2 --dist loadgroup

@@ -97,6 +97,9 @@ def main():
         if args.losses_out:
             with open(args.losses_out, "w") as out:
                 json.dump(losses, out)
+    # Drop the DDP model before its process group: alive past destroy_process_group, it can hang its
+    # rank at exit (gloo, torch 2.13: about one run in three).
+    model = optimizer = None
     dist.destroy_process_group()
 
 

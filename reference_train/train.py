@@ -26,7 +26,7 @@ import portlayer
 from portlayer import PortlayerError
 from reference_train import checkpoint, data, runfile
 from reference_train.parity import functional_dropout_off
-from reference_train.presets import Preset, build_config, build_model, read_override_file
+from reference_train.presets import DROPOUT_FIELD, Preset, build_config, build_model, read_override_file
 
 STARTUP_TIMEOUT = timedelta(minutes=30)
 PRECISIONS = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
@@ -107,26 +107,26 @@ def sha256_tensors(tensors) -> str:
 
 
 def config_hash(config, options: Options) -> str:
-    """What defines the experiment: the model config and the training hyperparameters, not the world size."""
-    config_dict = {k: v for k, v in config.to_dict().items() if k not in _VOLATILE_CONFIG_KEYS}
+    """What makes two runs the same model: the preset and its architecture.
+
+    Dropout-like fields, the batch split, the precision and the optimiser settings stay out: a run that
+    differs only there is the same experiment done differently, which is exactly what a parity check must
+    be able to compare (and report as diverged). The data and the initial weights have checksums of their own.
+    """
     experiment = {
         "preset": options.preset.name,
         "task": options.preset.task,
-        "config": config_dict,
-        "per_device_batch": options.per_device_batch,
-        "grad_accum": options.grad_accum,
-        "seq_len": options.seq_len,
-        "steps": options.steps,
-        "lr": options.lr,
-        "warmup_steps": options.warmup_steps,
-        "weight_decay": options.preset.weight_decay,
-        "max_grad_norm": options.preset.max_grad_norm,
-        "seed": options.seed,
-        "precision": options.precision,
-        "tf32": options.tf32,
-        "parity": options.parity,
+        "config": _architecture(config.to_dict()),
     }
     return hashlib.sha256(json.dumps(experiment, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _architecture(config: dict) -> dict:
+    return {
+        key: _architecture(value) if isinstance(value, dict) else value
+        for key, value in config.items()
+        if key not in _VOLATILE_CONFIG_KEYS and not DROPOUT_FIELD.search(str(key))
+    }
 
 
 def data_checksum(blocks: data.Blocks, order: data.Order, samples: int) -> str:

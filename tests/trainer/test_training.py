@@ -9,10 +9,13 @@ import dataclasses
 import math
 
 import pytest
+from click.testing import CliRunner
 
+from reference_train import runfile
+from reference_train.cli import parity
 from reference_train.presets import get_preset
 from reference_train.train import Options, train
-from tests.trainer.helpers import RTOL, baseline, max_relative_difference
+from tests.trainer.helpers import BASELINES, RTOL, baseline, max_relative_difference
 
 pytestmark = pytest.mark.usefixtures("restore_torch_switches")
 
@@ -58,8 +61,14 @@ def test_gradient_accumulation_matches_the_whole_batch():
 @pytest.mark.parametrize(
     "change", [{"keep_dropout": True}, {"lr": 1.1e-3}], ids=["dropout-left-on", "learning-rate-perturbed"]
 )
-def test_what_parity_mode_guards_against_shows_as_divergence(change):
+def test_what_parity_mode_guards_against_is_reported_as_diverged(change, tmp_path):
     run = train(gpt2_tiny_like_baseline(**change))
+    runfile.write_run(tmp_path / "run.json", run)
+    result = CliRunner().invoke(
+        parity, ["compare", str(BASELINES / "gpt2-tiny.cpu-cpu.json"), str(tmp_path / "run.json")]
+    )
+    assert result.exit_code == 1, result.output
+    assert "DIVERGED at step" in result.output
     assert max_relative_difference(baseline("gpt2-tiny"), run) > 100 * RTOL
 
 

@@ -1,0 +1,149 @@
+"""The main job, end to end, on this machine's cpu (`make demo`):
+
+1. copy a CUDA + NCCL training script (examples/cuda_ddp_train.py) into a temporary folder,
+2. `portlayer migrate` it (showing the diff first),
+3. train the migrated script on 2 processes with torchrun,
+4. record a parity run of the gpt2-tiny reference model with `portlayer parity run`,
+5. hold it to the committed baseline with `portlayer parity compare`, printing the table and writing the plot.
+
+Each step runs the command a user would type and stops the demo with its exit status if it fails.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+EXAMPLE = REPO / "examples" / "cuda_ddp_train.py"
+BASELINES = REPO / "reference_train" / "baselines"
+OUTPUT = REPO / "runs" / "demo"
+PRESET = "gpt2-tiny"
+NPROC = 2
+STEP_TIMEOUT_S = 300
+# The commands the demo runs live next to the interpreter running it (the project's virtualenv).
+BIN = Path(sys.executable).parent
+
+# Nothing here may reach the network: models are built from configs, tokenizers trained locally.
+OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+
+
+class StepFailed(Exception):
+    pass
+
+
+def main() -> int:
+    started = time.perf_counter()
+    env = {**os.environ, **OFFLINE}
+    baseline = pick_baseline()
+    steps = json.loads(baseline.read_text())["metadata"]["steps"]
+    OUTPUT.mkdir(parents=True, exist_ok=True)
+    run_file, plot = OUTPUT / f"{PRESET}.json", OUTPUT / f"{PRESET}.parity.png"
+
+    try:
+        with tempfile.TemporaryDirectory(prefix="portlayer-demo-") as workdir:
+            script = Path(workdir) / "train.py"
+            heading(1, f"copy the CUDA example into {workdir}")
+            shutil.copy(EXAMPLE, script)
+            print(f"  {EXAMPLE.relative_to(REPO)} -> {script}  (uses nccl, torch.cuda.*, .cuda(), cuda:N)")
+
+            heading(2, "migrate it off CUDA: first the diff, then in place, then check it is done")
+            run(env, "portlayer", "migrate", "--diff", script, ok=(0, 1))
+            run(env, "portlayer", "migrate", script)
+            run(env, "portlayer", "migrate", "--check", script)
+
+            heading(3, f"train the migrated script on {NPROC} cpu processes")
+            losses = Path(workdir) / "losses.json"
+            # --standalone: a free rendezvous port, so the demo never joins another job on the default one.
+            run(
+                env,
+                "torchrun",
+                "--standalone",
+                "--nproc_per_node",
+                NPROC,
+                script,
+                "--steps",
+                10,
+                "--losses_out",
+                losses,
+            )
+            print(f"  the migrated script ran {len(json.loads(losses.read_text()))} DDP steps on the cpu")
+
+        heading(4, f"record a parity run of {PRESET} on {NPROC} cpu processes ({steps} steps)")
+        run(
+            env,
+            "portlayer",
+            "parity",
+            "run",
+            "--preset",
+            PRESET,
+            "--nproc",
+            NPROC,
+            "--steps",
+            steps,
+            "--out",
+            run_file,
+        )
+
+        heading(5, f"hold it to the committed baseline {baseline.relative_to(REPO)}")
+        run(env, "portlayer", "parity", "compare", baseline, run_file, "--plot", plot)
+    except StepFailed as failure:
+        print(f"\ndemo FAILED: {failure}", file=sys.stderr)
+        return 1
+
+    print(
+        f"\ndemo done in {time.perf_counter() - started:.0f} s; run file and plot in {OUTPUT.relative_to(REPO)}/"
+    )
+    return 0
+
+
+def pick_baseline() -> Path:
+    """The committed baseline for the preset, from an accelerator when there is one (a stronger claim than
+    cpu against cpu)."""
+    candidates = sorted(BASELINES.glob(f"{PRESET}.*.json"), key=lambda path: ".cpu-" in path.name)
+    if not candidates:
+        sys.exit(f"demo: no committed baseline for {PRESET} in {BASELINES.relative_to(REPO)}/")
+    return candidates[0]
+
+
+def heading(number: int, text: str) -> None:
+    print(f"\n== {number}/5  {text}", flush=True)
+
+
+def run(env: dict, command: str, *args, ok: tuple[int, ...] = (0,)) -> None:
+    """Run one of the project's commands from the repository root as a user would, echoing it; raise
+    StepFailed on a bad exit."""
+    words = [command, *map(shown, args)]
+    print("$ " + shlex.join(words), flush=True)
+    program = BIN / command
+    if not program.exists():
+        raise StepFailed(f"{program} is missing: install the project first (make venv)")
+    # A session of its own, so a step that hangs (a stuck rank) is ended with every process it started.
+    process = subprocess.Popen([str(program), *words[1:]], env=env, cwd=REPO, start_new_session=True)
+    try:
+        status = process.wait(timeout=STEP_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+        raise StepFailed(f"`{shlex.join(words)}` did not finish in {STEP_TIMEOUT_S} s") from None
+    if status not in ok:
+        raise StepFailed(f"`{shlex.join(words)}` exited {status}")
+
+
+def shown(arg) -> str:
+    """Paths inside the repository relative to it (the commands run there), anything else as it is."""
+    if isinstance(arg, Path) and arg.is_relative_to(REPO):
+        return str(arg.relative_to(REPO))
+    return str(arg)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,166 @@
+"""Compare two parity run files step by step: is the second run the same training as the first, up to rounding?
+
+Pure logic, no I/O: `compare_runs(baseline, run, rtol)` takes two run-file dicts (as `runfile.read_run`
+returns them) and returns a `Comparison`, or raises `IncomparableRuns` naming the field that makes the two
+runs different experiments. The CLI, the table and the plot are built on top of it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+# fp32 cross-device parity is sharp (cpu vs H100: 1e-7 to 3e-6 relative), so the default tolerance sits a
+# little above rounding and far below what TF32 or bf16 produce.
+DEFAULT_RTOL = 1e-5
+
+# What must be equal for two runs to be the same experiment. The world size is deliberately absent: DDP
+# averages gradients over ranks, so 2 ranks x 4 and 1 rank x 8 train the same model up to rounding; the
+# global batch (world size x per-device batch x accumulation, computed, not read) is what must match.
+COMPARABLE_FIELDS = ("preset", "config_hash", "data_checksum", "init_weights_checksum", "global_batch")
+
+# Settings two comparable runs may differ in. They are compared anyway — a port that trains with another
+# learning rate or with dropout on is what a parity check exists to catch — and the differences are named
+# beside the verdict.
+SETTING_FIELDS = ("lr", "warmup_steps", "precision", "tf32", "parity", "deterministic", "dropout_fields_zeroed")
+
+# Upper ends of the relative loss errors measured with the same init, data and dropout off, over 30-50
+# steps (DESIGN.md "Parity notes"): fp32 cpu vs H100 up to 2.9e-6, H100 TF32 vs fp32 up to 1e-3,
+# bf16 autocast vs fp32 3e-4 to 1.2e-3.
+ROUNDING_LIMIT = 1e-5
+TF32_LIMIT = 1e-3
+BF16_LIMIT = 1.2e-3
+
+ROUNDING = "rounding-level"
+TF32 = "consistent with TF32"
+BF16 = "consistent with bf16"
+DIVERGENCE = "real divergence"
+# The reduced-precision mode (as `reduced_precisions` names it) that each precision verdict points to.
+PRECISION_OF = {TF32: "tf32", BF16: "bf16"}
+
+
+class IncomparableRuns(ValueError):
+    """The two runs are not the same experiment (or not usable at all); the message names why, in one line."""
+
+
+@dataclass(frozen=True)
+class StepDelta:
+    step: int
+    baseline_loss: float
+    run_loss: float
+
+    @property
+    def rel_error(self) -> float:
+        error = abs(self.run_loss - self.baseline_loss) / abs(self.baseline_loss)
+        # A NaN loss compares false with everything: count it as infinitely far, never as within tolerance.
+        return math.inf if math.isnan(error) else error
+
+
+@dataclass(frozen=True)
+class Comparison:
+    baseline: dict
+    run: dict
+    rtol: float
+    steps: tuple[StepDelta, ...]
+
+    @property
+    def max_rel_error(self) -> float:
+        return self.worst_step.rel_error
+
+    @property
+    def worst_step(self) -> StepDelta:
+        # The first of equal maxima, so identical runs report step 1 rather than an arbitrary one.
+        return max(self.steps, key=lambda delta: delta.rel_error)
+
+    @property
+    def first_beyond(self) -> StepDelta | None:
+        """The first step whose relative loss error exceeds rtol, or None when every step is within it."""
+        return next((delta for delta in self.steps if delta.rel_error > self.rtol), None)
+
+    @property
+    def within_tolerance(self) -> bool:
+        return self.first_beyond is None
+
+    @property
+    def setting_differences(self) -> tuple[tuple[str, object, object], ...]:
+        """(field, baseline value, run value) for each setting in which the two runs differ."""
+        return tuple(
+            (field, _field(self.baseline, field), _field(self.run, field))
+            for field in SETTING_FIELDS
+            if _field(self.baseline, field) != _field(self.run, field)
+        )
+
+    @property
+    def verdict(self) -> str:
+        return classify(self.max_rel_error, reduced_precisions(self.baseline, self.run))
+
+
+def reduced_precisions(*runs: dict) -> set[str]:
+    """Which reduced-precision modes any of the runs recorded: a subset of {"tf32", "bf16"}."""
+    used = set()
+    for run in runs:
+        metadata = run["metadata"]
+        if metadata.get("tf32"):
+            used.add("tf32")
+        if str(metadata.get("precision", "")).lower() in ("bf16", "bfloat16"):
+            used.add("bf16")
+    return used
+
+
+def classify(rel_error: float, precisions: set[str] = frozenset()) -> str:
+    """Name the likeliest cause of a relative loss error from the measured bands.
+
+    The TF32 and bf16 bands overlap (3e-4 to 1e-3), so where both fit, the precision the runs recorded
+    decides; with neither recorded, an error the size of TF32's is still called that, since a backend may
+    lower matmul precision on its own (Ascend's HF32, for one).
+    """
+    if rel_error <= ROUNDING_LIMIT:
+        return ROUNDING
+    if "bf16" in precisions and rel_error <= BF16_LIMIT:
+        return BF16
+    if rel_error <= TF32_LIMIT:
+        return TF32
+    if rel_error <= BF16_LIMIT:
+        return BF16
+    return DIVERGENCE
+
+
+def compare_runs(baseline: dict, run: dict, rtol: float = DEFAULT_RTOL) -> Comparison:
+    """Check that `run` is the experiment `baseline` recorded, then compare their losses step by step."""
+    for field in COMPARABLE_FIELDS:
+        expected, actual = _field(baseline, field), _field(run, field)
+        if expected != actual:
+            raise IncomparableRuns(
+                f"runs differ in {field}: baseline {_describe(baseline, field)}, run {_describe(run, field)}"
+            )
+    baseline_steps, run_steps = baseline["steps"], run["steps"]
+    if len(baseline_steps) != len(run_steps):
+        raise IncomparableRuns(
+            f"runs differ in step count: baseline {len(baseline_steps)}, run {len(run_steps)}"
+        )
+    # read_run has checked that both are numbered 1, 2, 3, ...; only the losses are compared here.
+    deltas = []
+    for expected, actual in zip(baseline_steps, run_steps):
+        if expected["loss"] == 0:
+            raise IncomparableRuns(f"baseline loss is 0 at step {expected['step']}: no relative error")
+        deltas.append(StepDelta(expected["step"], expected["loss"], actual["loss"]))
+    return Comparison(baseline, run, rtol, tuple(deltas))
+
+
+def _field(run: dict, field: str):
+    if field == "preset":
+        return run["preset"]
+    if field == "global_batch":
+        metadata = run["metadata"]
+        return metadata["world_size"] * metadata["per_device_batch"] * metadata["grad_accum"]
+    return run["metadata"].get(field)
+
+
+def _describe(run: dict, field: str) -> str:
+    if field == "global_batch":
+        metadata = run["metadata"]
+        return (
+            f"{_field(run, field)} ({metadata['world_size']} ranks x {metadata['per_device_batch']}"
+            f" x {metadata['grad_accum']} accumulated)"
+        )
+    return repr(_field(run, field))

@@ -1,0 +1,127 @@
+"""Render a `Comparison` as text: the per-step table, the run table in the published style, the verdict line."""
+
+from __future__ import annotations
+
+from reference_train.compare import PRECISION_OF, Comparison, StepDelta, reduced_precisions
+
+# Steps shown when not asked for all of them: enough to see the trend, plus every step worth looking at.
+SUMMARY_ROWS = 10
+
+
+def step_table(comparison: Comparison, all_steps: bool = False) -> str:
+    """Per-step losses and relative error; a sample of the steps unless `all_steps`, always with the
+    first step beyond tolerance and the worst step."""
+    steps = comparison.steps
+    shown = steps if all_steps else _sample(comparison)
+    first_beyond, worst = comparison.first_beyond, comparison.worst_step
+    lines = [f"{'step':>5}  {'baseline loss':>14}  {'run loss':>14}  {'rel error':>9}"]
+    for delta in shown:
+        marks = []
+        if delta is first_beyond:
+            marks.append(f"first beyond rtol {comparison.rtol:g}")
+        if delta is worst and delta.rel_error > 0:
+            marks.append("max")
+        note = f"  <- {', '.join(marks)}" if marks else ""
+        lines.append(
+            f"{delta.step:>5}  {delta.baseline_loss:>14.8f}  {delta.run_loss:>14.8f}  {delta.rel_error:>9.2e}{note}"
+        )
+    if len(shown) < len(steps):
+        lines.append(f"({len(shown)} of {len(steps)} steps shown; --all-steps for every step)")
+    return "\n".join(lines)
+
+
+def _sample(comparison: Comparison) -> list[StepDelta]:
+    steps = comparison.steps
+    stride = max(1, -(-len(steps) // SUMMARY_ROWS))
+    picked = {index for index in range(0, len(steps), stride)} | {len(steps) - 1}
+    picked |= {steps.index(comparison.worst_step)}
+    if comparison.first_beyond is not None:
+        picked.add(steps.index(comparison.first_beyond))
+    return [steps[index] for index in sorted(picked)]
+
+
+RUN_TABLE_COLUMNS = (
+    "model",
+    "devices",
+    "batch",
+    "backend",
+    "device name",
+    "peak memory",
+    "tokens/s",
+    "max rel. loss error",
+    "first step beyond tolerance",
+)
+
+
+def run_table(comparison: Comparison) -> str:
+    """One Markdown row per run, in the columns of the published comparison (pastes into a README)."""
+    rows = [
+        _run_row(comparison.baseline, "baseline", "baseline"),
+        _run_row(
+            comparison.run,
+            f"{comparison.max_rel_error:.1e}",
+            "none" if comparison.first_beyond is None else str(comparison.first_beyond.step),
+        ),
+    ]
+    widths = [max(len(cell) for cell in column) for column in zip(RUN_TABLE_COLUMNS, *rows)]
+
+    def line(cells):
+        return "| " + " | ".join(cell.ljust(width) for cell, width in zip(cells, widths)) + " |"
+
+    separator = "|" + "|".join("-" * (width + 2) for width in widths) + "|"
+    return "\n".join([line(RUN_TABLE_COLUMNS), separator, *(line(row) for row in rows)])
+
+
+def _run_row(run: dict, max_error: str, first_beyond: str) -> tuple[str, ...]:
+    metadata, summary = run["metadata"], run["summary"]
+    precision = str(metadata.get("precision", "fp32")) + (" tf32" if metadata.get("tf32") else "")
+    return (
+        run["preset"],
+        str(metadata["world_size"]),
+        str(metadata["global_batch"]),
+        f"{metadata['backend']} ({precision})",
+        str(metadata.get("device_name", "?")),
+        _peak_memory(summary),
+        _rate(summary.get("tokens_per_s")),
+        max_error,
+        first_beyond,
+    )
+
+
+def _peak_memory(summary: dict) -> str:
+    """The device's peak allocation; a cpu has no device allocator, so its runs show the host's peak RSS."""
+    device_peak, host_peak = summary.get("peak_memory_bytes"), summary.get("host_peak_rss_bytes")
+    if device_peak:
+        return f"{device_peak / 2**20:,.0f} MiB"
+    if host_peak:
+        return f"{host_peak / 2**20:,.0f} MiB host RSS"
+    return "n/a"
+
+
+def _rate(value) -> str:
+    return "n/a" if value is None else f"{value:,.0f}"
+
+
+def setting_notes(comparison: Comparison) -> list[str]:
+    """One line per setting the runs differ in: compared anyway, but the reader must know."""
+    return [
+        f"note: runs differ in {field}: baseline {baseline!r}, run {run!r}"
+        for field, baseline, run in comparison.setting_differences
+    ]
+
+
+def verdict_line(comparison: Comparison) -> str:
+    """The one-line result: within tolerance or diverged, and what the error size is consistent with."""
+    worst, steps = comparison.worst_step, len(comparison.steps)
+    cause = comparison.verdict
+    recorded = reduced_precisions(comparison.baseline, comparison.run)
+    if cause in PRECISION_OF and PRECISION_OF[cause] not in recorded:
+        cause += " (neither run records it: check the backend's default matmul precision)"
+    size = f"max rel. loss error {worst.rel_error:.1e} at step {worst.step}, {cause}"
+    if comparison.first_beyond is None:
+        return f"parity OK: {steps} steps within rtol {comparison.rtol:g}; {size}"
+    first = comparison.first_beyond
+    return (
+        f"DIVERGED at step {first.step} of {steps} (rel. error {first.rel_error:.1e} > rtol "
+        f"{comparison.rtol:g}); {size}"
+    )

@@ -1,0 +1,143 @@
+"""compare_runs: when two runs count as the same training, and how an error is classified."""
+
+import math
+
+import pytest
+
+from reference_train.compare import (
+    BF16,
+    COMPARABLE_FIELDS,
+    DEFAULT_RTOL,
+    DIVERGENCE,
+    ROUNDING,
+    TF32,
+    IncomparableRuns,
+    classify,
+    compare_runs,
+)
+
+
+def test_identical_runs_are_within_tolerance_with_zero_error(make_run):
+    comparison = compare_runs(make_run(), make_run())
+    assert comparison.within_tolerance
+    assert comparison.first_beyond is None
+    assert comparison.max_rel_error == 0.0
+    assert comparison.verdict == ROUNDING
+    assert comparison.rtol == DEFAULT_RTOL
+
+
+def test_errors_below_rtol_pass_and_the_worst_step_is_found(make_run, perturbed):
+    run = perturbed(make_run(), {2: 3e-7, 4: -8e-6, 5: 1e-6})
+    comparison = compare_runs(make_run(), run, rtol=1e-5)
+    assert comparison.within_tolerance
+    assert comparison.worst_step.step == 4
+    assert comparison.max_rel_error == pytest.approx(8e-6, rel=1e-6)
+
+
+def test_the_first_step_beyond_rtol_is_reported_not_the_worst(make_run, perturbed):
+    run = perturbed(make_run(), {3: 2e-5, 5: 4e-3})
+    comparison = compare_runs(make_run(), run, rtol=1e-5)
+    assert not comparison.within_tolerance
+    assert comparison.first_beyond.step == 3
+    assert comparison.worst_step.step == 5
+    assert comparison.verdict == DIVERGENCE
+
+
+def test_rtol_decides(make_run, perturbed):
+    run = perturbed(make_run(), {3: 2e-5})
+    assert not compare_runs(make_run(), run, rtol=1e-5).within_tolerance
+    assert compare_runs(make_run(), run, rtol=1e-4).within_tolerance
+
+
+def test_a_nan_loss_is_a_divergence(make_run, perturbed):
+    run = make_run()
+    run["steps"][2]["loss"] = math.nan
+    comparison = compare_runs(make_run(), run)
+    assert comparison.first_beyond.step == 3
+    assert comparison.verdict == DIVERGENCE
+
+
+def test_a_different_world_size_with_the_same_global_batch_is_comparable(make_run):
+    one_rank = make_run(world_size=1, per_device_batch=8)
+    assert compare_runs(make_run(), one_rank).within_tolerance
+
+
+@pytest.mark.parametrize(
+    ("field", "override"),
+    [
+        ("preset", {}),
+        ("config_hash", {"config_hash": "beef"}),
+        ("data_checksum", {"data_checksum": "beef"}),
+        ("init_weights_checksum", {"init_weights_checksum": "beef"}),
+        ("global_batch", {"per_device_batch": 3}),
+        ("global_batch", {"grad_accum": 2}),
+    ],
+)
+def test_each_experiment_field_must_match(make_run, field, override):
+    run = make_run(**override)
+    if field == "preset":
+        run["preset"] = "bert-base-uncased-tiny"
+    with pytest.raises(IncomparableRuns, match=f"^runs differ in {field}: baseline .*, run .*"):
+        compare_runs(make_run(), run)
+
+
+@pytest.mark.parametrize(
+    ("field", "override", "baseline_value", "run_value"),
+    [
+        ("lr", {"lr": 1.1e-3}, 1e-3, 1.1e-3),
+        ("warmup_steps", {"warmup_steps": 100}, 5, 100),
+    ],
+)
+def test_runs_that_differ_in_a_setting_are_compared_and_the_difference_named(
+    make_run, field, override, baseline_value, run_value
+):
+    comparison = compare_runs(make_run(), make_run(**override))
+    assert comparison.setting_differences == ((field, baseline_value, run_value),)
+
+
+def test_identical_settings_name_no_difference(make_run):
+    assert compare_runs(make_run(), make_run()).setting_differences == ()
+
+
+def test_a_global_batch_mismatch_shows_how_each_is_made(make_run):
+    with pytest.raises(IncomparableRuns, match=r"baseline 8 \(2 ranks x 4 x 1 accumulated\), run 6 "):
+        compare_runs(make_run(), make_run(world_size=2, per_device_batch=3))
+
+
+def test_the_compared_fields_include_the_issue_list():
+    assert {"preset", "config_hash", "data_checksum", "init_weights_checksum", "global_batch"} <= set(
+        COMPARABLE_FIELDS
+    )
+    assert "world_size" not in COMPARABLE_FIELDS
+
+
+def test_a_different_step_count_is_refused(make_run):
+    with pytest.raises(IncomparableRuns, match="step count: baseline 6, run 4"):
+        compare_runs(make_run(), make_run(losses=[10.8, 10.1, 9.7, 9.4]))
+
+
+@pytest.mark.parametrize(
+    ("error", "precisions", "verdict"),
+    [
+        (0.0, set(), ROUNDING),
+        (2.9e-6, set(), ROUNDING),  # full-width gpt2, cpu vs H100, fp32
+        (1e-5, set(), ROUNDING),
+        (6e-5, {"tf32"}, TF32),  # tiny presets, TF32 vs fp32
+        (1e-3, {"tf32"}, TF32),  # the MoE model at published size
+        (6e-4, {"bf16"}, BF16),  # the bands overlap: the recorded precision decides
+        (6e-4, set(), TF32),
+        (1.1e-3, set(), BF16),
+        (1.2e-3, {"bf16"}, BF16),
+        (2e-3, {"bf16", "tf32"}, DIVERGENCE),
+        (0.5, set(), DIVERGENCE),
+    ],
+)
+def test_classification_follows_the_measured_bands(error, precisions, verdict):
+    assert classify(error, precisions) == verdict
+
+
+def test_the_verdict_uses_the_precision_either_run_recorded(make_run, perturbed):
+    bf16_run = perturbed(make_run(precision="bf16"), {2: 6e-4})
+    assert compare_runs(make_run(), bf16_run, rtol=1e-2).verdict == BF16
+    tf32_run = perturbed(make_run(tf32=True), {2: 6e-4})
+    assert compare_runs(make_run(), tf32_run, rtol=1e-2).verdict == TF32

@@ -1,0 +1,163 @@
+"""`portlayer parity compare`: what it prints, the files it writes and its exit codes (0 same, 1 diverged,
+2 unusable input), run in-process through the top-level `portlayer` command."""
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from portlayer.cli import cli
+
+
+def compare(*args):
+    return CliRunner().invoke(cli, ["parity", "compare", *args])
+
+
+def assert_one_line_refusal(result, *fragments):
+    assert result.exit_code == 2, result.output
+    assert len(result.output.strip().splitlines()) == 1, result.output
+    for fragment in fragments:
+        assert fragment in result.output
+
+
+def test_identical_runs_exit_0_with_the_table(make_run, write_run):
+    baseline, run = write_run(make_run(), "base.json"), write_run(make_run(), "run.json")
+    result = compare(baseline, run)
+    assert result.exit_code == 0, result.output
+    assert "| model" in result.output and "| gpt2-tiny" in result.output
+    assert "first step beyond tolerance" in result.output
+    last = result.output.strip().splitlines()[-1]
+    assert last.startswith("parity OK: 6 steps within rtol 1e-05")
+    assert "rounding-level" in last
+
+
+def test_within_rtol_exits_0(make_run, perturbed, write_run):
+    run = perturbed(make_run(), {4: 3e-6})
+    result = compare(write_run(make_run(), "base.json"), write_run(run, "run.json"))
+    assert result.exit_code == 0, result.output
+    assert "max rel. loss error 3.0e-06 at step 4" in result.output
+
+
+def test_divergence_exits_1_naming_the_first_step_beyond(make_run, perturbed, write_run):
+    run = perturbed(make_run(), {4: 2e-4, 6: 5e-2})
+    result = compare(write_run(make_run(), "base.json"), write_run(run, "run.json"), "--rtol", "1e-4")
+    assert result.exit_code == 1, result.output
+    last = result.output.strip().splitlines()[-1]
+    assert last.startswith("DIVERGED at step 4 of 6 (rel. error 2.0e-04 > rtol 0.0001)")
+    assert "real divergence" in last
+    table_row = [line for line in result.output.splitlines() if line.startswith("| gpt2-tiny")][-1]
+    assert table_row.rstrip(" |").endswith("| 4")
+    assert "first beyond rtol" in result.output
+
+
+def test_all_steps_lists_every_step(make_run, write_run):
+    many = make_run(losses=[10.0 - step * 0.01 for step in range(40)])
+    paths = write_run(many, "base.json"), write_run(many, "run.json")
+    sampled, full = compare(*paths), compare(*paths, "--all-steps")
+    assert "(11 of 40 steps shown; --all-steps for every step)" in sampled.output
+    step_rows = [line for line in full.output.splitlines() if line[:5].strip().isdigit()]
+    assert [int(line.split()[0]) for line in step_rows] == list(range(1, 41))
+
+
+def test_a_different_world_size_with_the_same_global_batch_is_accepted(make_run, write_run):
+    one_rank = make_run(world_size=1, per_device_batch=8)
+    result = compare(write_run(make_run(), "base.json"), write_run(one_rank, "run.json"))
+    assert result.exit_code == 0, result.output
+
+
+@pytest.mark.parametrize(
+    ("override", "field"),
+    [
+        ({"config_hash": "beef"}, "config_hash"),
+        ({"data_checksum": "beef"}, "data_checksum"),
+        ({"init_weights_checksum": "beef"}, "init_weights_checksum"),
+        ({"per_device_batch": 2}, "global_batch"),
+    ],
+)
+def test_a_mismatched_experiment_exits_2_naming_the_field(make_run, write_run, override, field):
+    result = compare(write_run(make_run(), "base.json"), write_run(make_run(**override), "run.json"))
+    assert_one_line_refusal(result, f"runs differ in {field}")
+
+
+def test_a_mismatched_preset_exits_2(make_run, write_run):
+    other = make_run()
+    other["preset"] = "bert-base-uncased-tiny"
+    result = compare(write_run(make_run(), "base.json"), write_run(other, "run.json"))
+    assert_one_line_refusal(result, "runs differ in preset", "bert-base-uncased-tiny")
+
+
+def test_a_different_step_count_exits_2(make_run, write_run):
+    short = make_run(losses=[10.8, 10.1])
+    result = compare(write_run(make_run(), "base.json"), write_run(short, "run.json"))
+    assert_one_line_refusal(result, "step count")
+
+
+def test_a_missing_file_exits_2(make_run, write_run, tmp_path):
+    missing = str(tmp_path / "nowhere.json")
+    result = compare(write_run(make_run(), "base.json"), missing)
+    assert_one_line_refusal(result, "nowhere.json")
+
+
+def test_corrupt_json_exits_2(make_run, write_run, tmp_path):
+    corrupt = tmp_path / "corrupt.json"
+    corrupt.write_text('{"schema": "portlayer.parity.run/1", "steps": [')
+    result = compare(write_run(make_run(), "base.json"), str(corrupt))
+    assert_one_line_refusal(result, "corrupt.json")
+
+
+def test_a_wrong_schema_exits_2(make_run, write_run, tmp_path):
+    foreign = make_run()
+    foreign["schema"] = "someone.else/3"
+    (tmp_path / "foreign.json").write_text(json.dumps(foreign))
+    result = compare(str(tmp_path / "foreign.json"), write_run(make_run(), "run.json"))
+    assert_one_line_refusal(result, "foreign.json", "schema")
+
+
+def test_a_nan_loss_in_the_run_is_a_divergence(make_run, write_run):
+    broken = make_run()
+    broken["steps"][3]["loss"] = float("nan")  # written as null: JSON has no NaN
+    result = compare(write_run(make_run(), "base.json"), write_run(broken, "run.json"))
+    assert result.exit_code == 1, result.output
+    assert "DIVERGED at step 4 of 6 (rel. error inf" in result.output
+
+
+def test_plot_writes_a_png(make_run, perturbed, write_run, tmp_path):
+    run = perturbed(make_run(), {3: 2e-6})
+    out = tmp_path / "plots" / "parity.png"
+    result = compare(write_run(make_run(), "base.json"), write_run(run, "run.json"), "--plot", str(out))
+    assert result.exit_code == 0, result.output
+    assert f"plot: {out}" in result.output
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert [path.name for path in out.parent.iterdir()] == ["parity.png"]  # no temporary left behind
+
+
+def test_plot_of_a_divergence_is_written_too(make_run, perturbed, write_run, tmp_path):
+    run = perturbed(make_run(), {2: 0.1})
+    out = tmp_path / "diverged.png"
+    result = compare(write_run(make_run(), "base.json"), write_run(run, "run.json"), "--plot", str(out))
+    assert result.exit_code == 1
+    assert out.stat().st_size > 0
+
+
+def test_the_table_shows_a_cpu_runs_host_memory(make_run, write_run):
+    cpu = make_run()
+    cpu["summary"].update(peak_memory_bytes=0, host_peak_rss_bytes=512 * 2**20)
+    result = compare(write_run(cpu, "base.json"), write_run(make_run(), "run.json"))
+    rows = [line for line in result.output.splitlines() if line.startswith("| gpt2-tiny")]
+    assert "| 512 MiB host RSS |" in rows[0]
+    assert "| 200 MiB " in rows[1]
+
+
+def test_a_tf32_sized_error_neither_run_recorded_gets_a_hint(make_run, perturbed, write_run):
+    run = perturbed(make_run(), {2: 5e-5})
+    result = compare(write_run(make_run(), "base.json"), write_run(run, "run.json"), "--rtol", "1e-4")
+    assert result.exit_code == 0, result.output
+    assert "consistent with TF32 (neither run records it: check the backend's default matmul precision)" in (
+        result.output
+    )
+
+
+def test_a_recorded_tf32_run_gets_no_hint(make_run, perturbed, write_run):
+    run = perturbed(make_run(tf32=True), {2: 5e-5})
+    result = compare(write_run(make_run(), "base.json"), write_run(run, "run.json"), "--rtol", "1e-4")
+    assert result.output.strip().endswith("at step 2, consistent with TF32")
