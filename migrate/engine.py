@@ -1,0 +1,78 @@
+"""The codemod's entry point: one Python source in, the migrated source and its report out.
+
+It never imports or runs the code it rewrites. Each concern is one transformer (`migrate/rules/`), run
+in sequence over the module. Imports are added and removed once, after every rule has run, so that
+no rule shifts the lines of another: every `Change` and `Diagnostic` points at a line of the input.
+"""
+
+from __future__ import annotations
+
+import re
+
+import libcst as cst
+from libcst.codemod import CodemodContext
+from libcst.codemod.visitors import AddImportsVisitor, RemoveImportsVisitor
+
+from migrate import annotate, regions
+from migrate.model import Change, Diagnostic, MigrationResult, SourceError
+from migrate.rules import RULES
+from migrate.targets import TARGETS, target_named
+
+__all__ = ["TARGETS", "migrate_source", "mentions_cuda", "SourceError", "MigrationResult"]
+
+# Every token any rule can fire on (see each rule's TRIGGER). A file that matches none of these comes
+# out byte-identical, so the driver can skip it before parsing.
+_PREFILTER = re.compile("|".join(rule.TRIGGER for rule in RULES), re.IGNORECASE)
+
+
+def mentions_cuda(source: str) -> bool:
+    """Cheap test: False means `migrate_source` would return `source` unchanged and report nothing."""
+    return _PREFILTER.search(source) is not None
+
+
+def migrate_source(source: str, target: str = "neutral", *, annotate: bool = False) -> MigrationResult:
+    """Migrate one Python module's source to `target` (one of TARGETS).
+
+    Raises ValueError for an unknown target and SourceError when `source` is not parseable Python.
+    """
+    chosen = target_named(target)
+    if not mentions_cuda(source):
+        return MigrationResult(source, (), (), source)
+    return run_rules(source, chosen, annotate=annotate)
+
+
+def run_rules(source: str, target, *, annotate: bool = False) -> MigrationResult:
+    """Every rule over `source`, without the prefilter (tests use it to check the prefilter is sound)."""
+    tree = _parse(source)
+    context = CodemodContext(filename=None)
+    excluded = regions.excluded_lines(source)
+    changes: list[Change] = []
+    diagnostics: list[Diagnostic] = []
+    for rule_class in RULES:
+        if not re.search(rule_class.TRIGGER, tree.code, re.IGNORECASE):
+            continue
+        rule = rule_class(context, target, excluded)
+        tree = rule.transform_module(tree)
+        changes += rule.changes
+        diagnostics += rule.diagnostics
+    diagnostics = sorted(set(diagnostics), key=lambda d: (d.line, d.col, d.code))
+    if annotate and diagnostics:
+        tree = _annotated(tree, context, diagnostics)
+    if changes:
+        tree = AddImportsVisitor(context).transform_module(tree)
+        tree = RemoveImportsVisitor(context).transform_module(tree)
+    changes.sort(key=lambda c: (c.line, c.col, c.code))
+    return MigrationResult(tree.code, tuple(changes), tuple(diagnostics), source)
+
+
+def _annotated(tree: cst.Module, context: CodemodContext, diagnostics: list[Diagnostic]) -> cst.Module:
+    return annotate.Annotate(context, diagnostics).transform_module(tree)
+
+
+def _parse(source: str) -> cst.Module:
+    try:
+        return cst.parse_module(source)
+    except cst.ParserSyntaxError as exc:
+        raise SourceError(exc.raw_line, exc.raw_column, exc.message) from None
+    except (ValueError, RecursionError) as exc:  # libcst's tokenizer rejects some inputs this way
+        raise SourceError(1, 0, str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from None

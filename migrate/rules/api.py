@@ -1,0 +1,77 @@
+"""`torch.cuda.X` -> the target's X: `portlayer.X`, `torch.accelerator.X`, `torch.npu.X`, ...
+
+AMP, NVTX and legacy tensor types under torch.cuda belong to their own rules; this one leaves them.
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Union
+
+import libcst as cst
+
+from migrate import cuda_api
+from migrate.rules.base import Rule
+
+NameOrAttribute = Union[cst.Name, cst.Attribute]
+
+
+def torch_cuda_suffix(qualified: Optional[str]) -> Optional[str]:
+    """"synchronize" for "torch.cuda.synchronize", "" for "torch.cuda", None for anything else."""
+    if qualified == "torch.cuda":
+        return ""
+    if qualified is not None and qualified.startswith("torch.cuda."):
+        return cuda_api.normalise(qualified[len("torch.cuda."):])
+    return None
+
+
+def owned_elsewhere(suffix: str) -> bool:
+    head = suffix.split(".")[0]
+    return head in ("amp", "nvtx") or head in cuda_api.TENSOR_TYPES
+
+
+class TorchCudaApi(Rule):
+    TRIGGER = r"cuda"
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        self.replacements: dict[cst.CSTNode, cst.BaseExpression] = {}
+
+    def visit_Import(self, node: cst.Import) -> bool:
+        return False
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
+        return False
+
+    def visit_Attribute(self, node: cst.Attribute) -> bool:
+        return self._visit(node)
+
+    def visit_Name(self, node: cst.Name) -> bool:
+        return self._visit(node)
+
+    def _visit(self, node: NameOrAttribute) -> bool:
+        suffix = torch_cuda_suffix(self.qualified(node))
+        if suffix is None:
+            return True
+        if owned_elsewhere(suffix) or self.excluded(node):
+            return False
+        head = suffix.split(".")[0]
+        if suffix == "":
+            template = self.target.device_module
+        elif head in cuda_api.GRAPHS:
+            self.report("PL402", node, f"torch.cuda.{suffix}: CUDA graphs are CUDA-only")
+            return False
+        else:
+            template = self.target.api(suffix) if "." not in suffix else None
+        if template is None:
+            self.report("PL401", node, f"torch.cuda.{suffix} has no equivalent on target '{self.target.name}'")
+            return False
+        self.replacements[node] = replacement = self.expression(template)
+        shown = cst.Module([]).code_for_node(replacement)
+        self.changed("PL102", node, f"torch.cuda.{suffix} -> {shown}" if suffix else f"torch.cuda -> {shown}")
+        return False
+
+    def leave_Attribute(self, original_node, updated_node):
+        return self.replacements.get(original_node, updated_node)
+
+    def leave_Name(self, original_node, updated_node):
+        return self.replacements.get(original_node, updated_node)

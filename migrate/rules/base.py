@@ -1,0 +1,156 @@
+"""What every rule shares: the target, the user's exclusions, resolved names, and the record of
+changes and diagnostics with their positions in the input."""
+
+from __future__ import annotations
+
+from typing import ClassVar, Optional, Sequence, Union
+
+import libcst as cst
+from libcst.codemod import CodemodContext, ContextAwareTransformer
+from libcst.codemod.visitors import AddImportsVisitor, RemoveImportsVisitor
+from libcst.metadata import (
+    ParentNodeProvider,
+    PositionProvider,
+    QualifiedNameProvider,
+    QualifiedNameSource,
+)
+
+from migrate.codes import CODES
+from migrate.model import Change, Diagnostic
+from migrate.targets import Target
+
+# `from torch.cuda import *` hides which names are torch's from the scope analysis: these modules'
+# names are resolved by their spelling when nothing else in the scope binds them.
+_STAR_MODULES = ("torch.cuda", "torch.cuda.amp")
+
+
+def dotted(node: cst.CSTNode) -> Optional[str]:
+    """`a.b.c` for a chain of plain names and attributes, else None (calls, subscripts...)."""
+    if isinstance(node, cst.Name):
+        return node.value
+    if isinstance(node, cst.Attribute):
+        head = dotted(node.value)
+        return None if head is None else f"{head}.{node.attr.value}"
+    return None
+
+
+class Rule(ContextAwareTransformer):
+    """One concern of the migration. Subclasses set TRIGGER (a regex: the rule can only fire on
+    sources it matches; the engine's prefilter is their union) and rewrite or report."""
+
+    TRIGGER: ClassVar[str]
+    METADATA_DEPENDENCIES = (PositionProvider, QualifiedNameProvider, ParentNodeProvider)
+
+    def __init__(self, context: CodemodContext, target: Target, excluded: frozenset[int]):
+        super().__init__(context)
+        self.target = target
+        self.excluded_lines = excluded
+        self.changes: list[Change] = []
+        self.diagnostics: list[Diagnostic] = []
+        self._star_names: dict[str, str] = {}
+        self._torch_alias: Optional[str] = None
+
+    # -- module facts -------------------------------------------------------------------------------
+
+    def visit_Module(self, node: cst.Module) -> None:
+        self._torch_alias = None
+        self._star_names = {}
+        for statement in node.body:
+            if not isinstance(statement, cst.SimpleStatementLine):
+                continue
+            for small in statement.body:
+                if isinstance(small, cst.Import):
+                    for alias in small.names:
+                        if dotted(alias.name) == "torch" and self._torch_alias is None:
+                            self._torch_alias = alias.evaluated_alias or "torch"
+                        elif alias.asname is None and (dotted(alias.name) or "").startswith("torch."):
+                            self._torch_alias = self._torch_alias or "torch"
+                elif isinstance(small, cst.ImportFrom) and isinstance(small.names, cst.ImportStar):
+                    module = dotted(small.module) if small.module is not None else None
+                    if module in _STAR_MODULES:
+                        self._star_names[module] = module
+
+    @property
+    def torch(self) -> str:
+        """The name `torch` is bound to in this module; records that `import torch` is needed if none."""
+        if self._torch_alias is None:
+            AddImportsVisitor.add_needed_import(self.context, "torch")
+            return "torch"
+        return self._torch_alias
+
+    # -- resolution ---------------------------------------------------------------------------------
+
+    def qualified(self, node: cst.CSTNode) -> Optional[str]:
+        """The imported name `node` refers to (`torch.cuda.synchronize` for `th.cuda.synchronize` after
+        `import torch as th`), or None for local names, shadowed names and anything not a plain chain."""
+        if dotted(node) is None:
+            return None
+        names = self.get_metadata(QualifiedNameProvider, node, set())
+        for name in names:
+            if name.source is QualifiedNameSource.IMPORT:
+                return name.name
+        if not names and self._star_names and isinstance(node, (cst.Name, cst.Attribute)):
+            head = node
+            while isinstance(head, cst.Attribute):
+                head = head.value
+            if not self.get_metadata(QualifiedNameProvider, head, set()):
+                return self._from_star(dotted(node))
+        return None
+
+    def _from_star(self, name: str) -> Optional[str]:
+        from migrate import cuda_api
+
+        first = name.split(".")[0]
+        if "torch.cuda.amp" in self._star_names and f"amp.{first}" in cuda_api.AMP_NAMES:
+            return f"torch.cuda.amp.{name}"
+        if "torch.cuda" in self._star_names and (
+            first in cuda_api.PORTLAYER or first in cuda_api.DEVICE_MODULE or first in cuda_api.TENSOR_TYPES
+            or first in cuda_api.GRAPHS or first in ("amp", "nvtx")
+        ):
+            return f"torch.cuda.{name}"
+        return None
+
+    def parent(self, node: cst.CSTNode) -> cst.CSTNode:
+        return self.get_metadata(ParentNodeProvider, node)
+
+    # -- positions, exclusions, records -------------------------------------------------------------
+
+    def position(self, node: cst.CSTNode) -> tuple[int, int]:
+        start = self.get_metadata(PositionProvider, node).start
+        return start.line, start.column
+
+    def excluded(self, node: cst.CSTNode) -> bool:
+        return bool(self.excluded_lines) and self.position(node)[0] in self.excluded_lines
+
+    def changed(self, code: str, node: cst.CSTNode, message: str, *, needs_runtime: bool = True) -> None:
+        """Record a conversion of `node` (an original node): the imports it used may now be unused, and
+        the rewritten code needs the target's runtime import unless `needs_runtime` is False."""
+        line, col = self.position(node)
+        self.changes.append(Change(code, line, col, message))
+        RemoveImportsVisitor.remove_unused_import_by_node(self.context, node)
+        if needs_runtime and self.target.runtime_import is not None:
+            AddImportsVisitor.add_needed_import(self.context, self.target.runtime_import)
+
+    def report(self, code: str, node: cst.CSTNode, message: Optional[str] = None) -> None:
+        if self.excluded(node):
+            return
+        row = CODES[code]
+        line, col = self.position(node)
+        self.diagnostics.append(Diagnostic(code, line, col, message or row.title, row.hint, row.severity))
+
+    # -- building code ------------------------------------------------------------------------------
+
+    def expression(self, template: str, **parts: Union[str, cst.BaseExpression]) -> cst.BaseExpression:
+        """Parse `template` with `{torch}` and any `{part}` filled in (nodes are rendered to code)."""
+        values = {
+            key: value if isinstance(value, str) else cst.Module([]).code_for_node(value)
+            for key, value in parts.items()
+        }
+        if "{torch}" in template:
+            values["torch"] = self.torch
+        return cst.parse_expression(template.format(**values))
+
+    @staticmethod
+    def args_code(args: Sequence[cst.Arg]) -> str:
+        return ", ".join(cst.Module([]).code_for_node(arg.with_changes(comma=cst.MaybeSentinel.DEFAULT))
+                         for arg in args)
