@@ -27,11 +27,11 @@ def parse_args():
     return parser.parse_args()
 
 
-def timed(fn):
+def timed(fn, *args):
     """Time a step the CUDA way: wait for the queued kernels before reading the clock."""
     torch.cuda.synchronize()
     start = time.perf_counter()
-    result = fn()
+    result = fn(*args)
     torch.cuda.synchronize()
     return result, time.perf_counter() - start
 
@@ -55,29 +55,37 @@ def main():
     torch.cuda.manual_seed(args.seed)
     torch.backends.cudnn.benchmark = True
 
-    config = GPT2Config(n_layer=2, n_head=2, n_embd=64, vocab_size=512, n_positions=args.seq_len,
-                        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
+    config = GPT2Config(
+        n_layer=2,
+        n_head=2,
+        n_embd=64,
+        vocab_size=512,
+        n_positions=args.seq_len,
+        resid_pdrop=0.0,
+        embd_pdrop=0.0,
+        attn_pdrop=0.0,
+    )
     model = GPT2LMHeadModel(config).cuda()
     model = DDP(model, device_ids=[device], output_device=device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr)
     scaler = torch.cuda.amp.GradScaler(enabled=args.fp16)
 
+    def train_step(input_ids):
+        optimizer.zero_grad(set_to_none=True)
+        with torch.cuda.amp.autocast(enabled=args.fp16):
+            loss = model(input_ids=input_ids, labels=input_ids).loss
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+        return loss.detach()
+
     losses = []
     for step, input_ids in enumerate(
-        synthetic_batches(args.steps, args.batch_size, args.seq_len, config.vocab_size, rank, world_size, args.seed)
+        synthetic_batches(
+            args.steps, args.batch_size, args.seq_len, config.vocab_size, rank, world_size, args.seed
+        )
     ):
-        input_ids = input_ids.to(device)
-
-        def train_step():
-            optimizer.zero_grad(set_to_none=True)
-            with torch.cuda.amp.autocast(enabled=args.fp16):
-                loss = model(input_ids=input_ids, labels=input_ids).loss
-            scaler.scale(loss).backward()
-            scaler.step(optimizer)
-            scaler.update()
-            return loss.detach()
-
-        loss, seconds = timed(train_step)
+        loss, seconds = timed(train_step, input_ids.to(device))
         dist.all_reduce(loss)
         loss = loss.item() / world_size
         losses.append(loss)

@@ -4,8 +4,10 @@ import torch
 
 import portlayer
 
-print(f"backend        {portlayer.backend().name} (collective {portlayer.dist_backend()}, "
-      f"devices via {portlayer.visible_devices_env()})")
+print(
+    f"backend        {portlayer.backend().name} (collective {portlayer.dist_backend()}, "
+    f"devices via {portlayer.visible_devices_env()})"
+)
 device = portlayer.device()
 print(f"device         {device}  ({portlayer.get_device_name()})")
 

@@ -12,11 +12,14 @@ def build(backend: Backend, module: ModuleType) -> dict:
 
     device_type = backend.device_type
 
+    torch_autocast_init = torch.autocast.__init__
+
     class autocast(torch.autocast):
         """`torch.autocast` on the active backend; `dtype=None` takes the backend's default."""
 
         def __init__(self, enabled: bool = True, dtype=None, cache_enabled=None):
-            super().__init__(device_type, dtype=dtype, enabled=enabled, cache_enabled=cache_enabled)
+            # A direct positional call: this sits on the hot path of every autocast region.
+            torch_autocast_init(self, device_type, dtype, enabled, cache_enabled)
 
     torch_grad_scaler = getattr(torch.amp, "GradScaler", None)  # torch >= 2.3
     if torch_grad_scaler is None:

@@ -42,16 +42,23 @@ def _live_check() -> dict:
     try:
         start = time.perf_counter()
         generator = torch.Generator().manual_seed(0)
-        host_a, host_b = torch.randn(256, 256, generator=generator), torch.randn(256, 256, generator=generator)
+        host_a, host_b = (
+            torch.randn(256, 256, generator=generator),
+            torch.randn(256, 256, generator=generator),
+        )
         device = portlayer.device()
         product = host_a.to(device) @ host_b.to(device)
         portlayer.synchronize()
         elapsed_ms = (time.perf_counter() - start) * 1000
         error = (product.cpu() - host_a @ host_b).abs().max().item()
     except Exception as exc:  # the report must say what broke, not crash
-        return {"ok": False, "detail": f"{type(exc).__name__}: {exc}".splitlines()[0]}
+        # Kernel errors run to pages; their first sentence names the op and the backend.
+        first_sentence = str(exc).strip().splitlines()[0].split(". ")[0] if str(exc).strip() else ""
+        return {"ok": False, "detail": f"{type(exc).__name__}: {first_sentence}"}
     ok = error < 1e-2
-    detail = f"256x256 matmul on {device}, max abs error vs host {error:.1e}, synchronize ok, {elapsed_ms:.1f} ms"
+    detail = (
+        f"256x256 matmul on {device}, max abs error vs host {error:.1e}, synchronize ok, {elapsed_ms:.1f} ms"
+    )
     return {"ok": ok, "detail": detail, "max_abs_error": error, "elapsed_ms": elapsed_ms}
 
 
@@ -68,7 +75,9 @@ def report(live_check: bool = True) -> dict:
         "portlayer": portlayer.__version__,
         "backend": backend.as_dict(),
         "reason": selection.reason,
-        "probes": [{"backend": p.backend, "available": p.available, "detail": p.detail} for p in selection.probes],
+        "probes": [
+            {"backend": p.backend, "available": p.available, "detail": p.detail} for p in selection.probes
+        ],
         "torch": torch.__version__,
         "vendor": {"module": backend.vendor_module, "version": _version(backend.vendor_module)},
         "devices": [{"index": i, "name": portlayer.get_device_name(i)} for i in range(count)],
@@ -85,11 +94,16 @@ def format_report(data: dict) -> str:
     lines = [
         f"backend      {backend['name']}  ({data['reason']})",
         *([f"probed       {'; '.join(skipped)}"] if skipped else []),
-        f"devices      {len(data['devices'])}: " + ", ".join(f"[{d['index']}] {d['name']}" for d in data["devices"]),
+        f"devices      {len(data['devices'])}: "
+        + ", ".join(f"[{d['index']}] {d['name']}" for d in data["devices"]),
         f"torch        {data['torch']}",
         f"vendor       {data['vendor']['module'] or '-'} {data['vendor']['version'] or ''}".rstrip(),
         f"collective   {data['collective']['name']} "
-        + ("(available in this torch build)" if data["collective"]["built"] else "(NOT available in this torch build)"),
+        + (
+            "(available in this torch build)"
+            if data["collective"]["built"]
+            else "(NOT available in this torch build)"
+        ),
         f"visible      {data['visible_devices']['env']}={data['visible_devices']['value'] or '<unset>'}",
     ]
     for variable in data["env_translated"]:

@@ -8,7 +8,8 @@ set the backend's own variable (which always wins).
 from __future__ import annotations
 
 import os
-from typing import MutableMapping, NamedTuple
+from collections.abc import MutableMapping
+from typing import NamedTuple
 
 from portlayer.backends.base import Backend, EnvAlias
 from portlayer.errors import PortlayerError
@@ -27,7 +28,9 @@ def aliases(backend: Backend) -> tuple[EnvAlias, ...]:
     return visible + backend.env_aliases
 
 
-def translate(backend: Backend, environ: MutableMapping[str, str] = os.environ) -> tuple[AppliedVariable, ...]:
+def translate(
+    backend: Backend, environ: MutableMapping[str, str] = os.environ
+) -> tuple[AppliedVariable, ...]:
     applied = []
     for alias in aliases(backend):
         if alias.target in environ or alias.source not in environ:

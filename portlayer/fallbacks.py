@@ -76,7 +76,14 @@ FALLBACKS: dict[str, Callable[[Backend, ModuleType], Any]] = {
     "synchronize": lambda backend, module: _nothing,
     **{
         name: _rng(name)
-        for name in ("manual_seed", "manual_seed_all", "seed", "initial_seed", "get_rng_state", "set_rng_state")
+        for name in (
+            "manual_seed",
+            "manual_seed_all",
+            "seed",
+            "initial_seed",
+            "get_rng_state",
+            "set_rng_state",
+        )
     },
     "empty_cache": lambda backend, module: _nothing,
     **{

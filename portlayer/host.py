@@ -97,5 +97,9 @@ def cpu_name(device=None) -> str:
 
 def cpu_properties(device=None) -> SimpleNamespace:
     return SimpleNamespace(
-        name=cpu_name(), total_memory=memory_info()[1], multi_processor_count=os.cpu_count() or 1, major=0, minor=0
+        name=cpu_name(),
+        total_memory=memory_info()[1],
+        multi_processor_count=os.cpu_count() or 1,
+        major=0,
+        minor=0,
     )

@@ -7,7 +7,7 @@ After binding, `portlayer.synchronize` *is* `torch.npu.synchronize` (or a host s
 from __future__ import annotations
 
 import sys
-from typing import Any, Optional
+from typing import Any
 
 from portlayer import amp, determinism
 from portlayer.api import MIRRORED
@@ -15,7 +15,7 @@ from portlayer.backends import Backend
 from portlayer.fallbacks import FALLBACKS
 from portlayer.selection import Selection, select
 
-_selection: Optional[Selection] = None
+_selection: Selection | None = None
 
 
 def _mirrored(backend: Backend, module) -> dict[str, Any]:
@@ -97,7 +97,7 @@ def build(selection: Selection) -> dict[str, Any]:
     return api
 
 
-def activate(name: Optional[str] = None) -> Backend:
+def activate(name: str | None = None) -> Backend:
     """Select a backend (`name`, else `PORTLAYER_BACKEND`, else probing) and bind portlayer's API to it."""
     global _selection
     selection = select(name)

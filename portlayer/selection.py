@@ -8,7 +8,6 @@ import importlib.util
 import os
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Optional
 
 from portlayer import environment
 from portlayer.backends import BY_NAME, PROBE_ORDER, Backend
@@ -62,7 +61,7 @@ def _first_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
 
 
-def _probe(backend: Backend) -> tuple[Probe, Optional[ModuleType], tuple]:
+def _probe(backend: Backend) -> tuple[Probe, ModuleType | None, tuple]:
     if not plugin_installed(backend):
         return Probe(backend.name, False, f"{backend.vendor_module} is not installed"), None, ()
     applied = environment.translate(backend)
@@ -79,7 +78,7 @@ def _probe(backend: Backend) -> tuple[Probe, Optional[ModuleType], tuple]:
     return Probe(backend.name, True, f"{count} device{'s' if count > 1 else ''}"), module, applied
 
 
-def select(name: Optional[str] = None) -> Selection:
+def select(name: str | None = None) -> Selection:
     requested = (name or os.environ.get(ENV_VAR, "")).strip().lower()
     if requested:
         return _forced(requested, via=name is None)

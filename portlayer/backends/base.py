@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import Any, Callable, Mapping, Optional, Tuple
+from typing import Any, Callable
 
 
 @dataclass(frozen=True)
@@ -15,7 +16,7 @@ class EnvAlias:
     source: str
     target: str
     # Turns the source's value into the target's, where the units differ.
-    convert: Optional[Callable[[str], str]] = None
+    convert: Callable[[str], str] | None = None
 
 
 def _device_count(module: ModuleType) -> int:
@@ -30,24 +31,24 @@ class Backend:
     dist_backend: str
     visible_devices_env: str
     # The out-of-tree plugin that registers the device with torch, if any ("torch_npu").
-    vendor_module: Optional[str] = None
-    install_hint: str = ""
+    vendor_module: str | None = None
+    install_hint: str = field(default="", repr=False)
     is_accelerator: bool = True
-    env_aliases: Tuple[EnvAlias, ...] = ()
+    env_aliases: tuple[EnvAlias, ...] = field(default=(), repr=False)
     # Set (when unset) by `set_deterministic(True)`; read by the runtime or the collective at start-up.
-    deterministic_env: Mapping[str, str] = field(default_factory=dict)
+    deterministic_env: Mapping[str, str] = field(default_factory=dict, repr=False)
     # Extra switches for `set_deterministic`, given the flag (cudnn's, for instance).
-    deterministic_hook: Optional[Callable[[bool], None]] = None
+    deterministic_hook: Callable[[bool], None] | None = field(default=None, repr=False)
     # How many devices the backend sees, without initialising one.
-    count_devices: Callable[[ModuleType], int] = _device_count
+    count_devices: Callable[[ModuleType], int] = field(default=_device_count, repr=False)
     # API names whose device-module attribute is missing or wrong here: name -> builder(device_module).
-    overrides: Mapping[str, Callable[[ModuleType], Any]] = field(default_factory=dict)
+    overrides: Mapping[str, Callable[[ModuleType], Any]] = field(default_factory=dict, repr=False)
 
     @property
     def device_type(self) -> str:
         return self.name
 
-    def visible_devices(self) -> Optional[str]:
+    def visible_devices(self) -> str | None:
         return os.environ.get(self.visible_devices_env)
 
     def as_dict(self) -> dict:

@@ -1,7 +1,15 @@
 from portlayer.backends.base import Backend, EnvAlias
 
 # MCCL is derived from NCCL and reads the same settings under its own prefix.
-_MCCL_SETTINGS = ("SOCKET_IFNAME", "SOCKET_FAMILY", "IB_HCA", "IB_DISABLE", "P2P_DISABLE", "BUFFSIZE", "DEBUG")
+_MCCL_SETTINGS = (
+    "SOCKET_IFNAME",
+    "SOCKET_FAMILY",
+    "IB_HCA",
+    "IB_DISABLE",
+    "P2P_DISABLE",
+    "BUFFSIZE",
+    "DEBUG",
+)
 
 BACKEND = Backend(
     name="musa",

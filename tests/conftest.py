@@ -1,0 +1,39 @@
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+FAKE_PLUGINS = Path(__file__).resolve().parent / "fake_plugins"
+
+# Nothing in the tests may reach a model hub.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+
+
+def run_python(code: str, *, fake_plugins: bool = True, env: dict | None = None, timeout: int = 120):
+    """Run `code` in a fresh interpreter (torch's privateuse1 backend can be renamed once per process)."""
+    path = [str(REPO)] + ([str(FAKE_PLUGINS)] if fake_plugins else [])
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith(("PORTLAYER_", "FAKE_"))}
+    full_env["PYTHONPATH"] = os.pathsep.join(path)
+    full_env.update(env or {})
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=full_env, timeout=timeout, cwd=REPO
+    )
+
+
+@pytest.fixture
+def in_fresh_process():
+    """Run code in a fresh interpreter with the fake vendor plugins importable; return what it prints as JSON
+    on its last line."""
+
+    def run(code: str, env: dict | None = None):
+        result = run_python(code, env=env)
+        assert result.returncode == 0, result.stderr
+        return json.loads(result.stdout.strip().splitlines()[-1])
+
+    return run

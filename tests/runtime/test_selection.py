@@ -1,0 +1,68 @@
+"""Choosing the backend: PORTLAYER_BACKEND, then probing; failures are one clear line."""
+
+import pytest
+
+from portlayer.errors import PortlayerError
+from portlayer.selection import select
+from tests.conftest import run_python
+
+
+def test_without_accelerators_the_probe_falls_back_to_cpu(monkeypatch):
+    monkeypatch.delenv("PORTLAYER_BACKEND", raising=False)
+    selection = select()
+    assert selection.backend.name == "cpu"
+    assert selection.reason == "no accelerator found"
+    assert [p.backend for p in selection.probes][-1] == "cpu"
+    assert all(not p.available for p in selection.probes[:-1])
+
+
+def test_the_environment_variable_forces_a_backend(monkeypatch):
+    monkeypatch.setenv("PORTLAYER_BACKEND", "CPU")
+    selection = select()
+    assert selection.backend.name == "cpu"
+    assert selection.reason == "forced by PORTLAYER_BACKEND=cpu"
+
+
+def test_an_unknown_backend_names_the_choices(monkeypatch):
+    monkeypatch.setenv("PORTLAYER_BACKEND", "bogus")
+    with pytest.raises(PortlayerError) as error:
+        select()
+    assert str(error.value) == (
+        "PORTLAYER_BACKEND=bogus is not a backend portlayer knows; choose one of npu, musa, mlu, xpu, cuda, mps, cpu"
+    )
+
+
+def test_a_missing_plugin_is_named_with_how_to_install_it():
+    with pytest.raises(
+        PortlayerError, match=r"^backend 'npu' needs the torch_npu package, which is not installed"
+    ):
+        select("npu")
+
+
+def test_a_backend_without_a_device_says_so():
+    with pytest.raises(PortlayerError, match=r"^backend 'cuda' cannot be used: no device visible$"):
+        select("cuda")
+
+
+@pytest.mark.parametrize(
+    ("backend", "message"),
+    [
+        (
+            "bogus",
+            "portlayer: error: PORTLAYER_BACKEND=bogus is not a backend portlayer knows; choose one of",
+        ),
+        (
+            "npu",
+            "portlayer: error: PORTLAYER_BACKEND=npu needs the torch_npu package, which is not installed",
+        ),
+    ],
+)
+def test_doctor_fails_with_one_line_and_exit_2(backend, message):
+    result = run_python(
+        "from portlayer.cli import main; main(['doctor'])",
+        fake_plugins=False,
+        env={"PORTLAYER_BACKEND": backend},
+    )
+    assert result.returncode == 2
+    assert result.stdout == ""
+    assert result.stderr.count("\n") == 1 and result.stderr.startswith(message)
