@@ -256,7 +256,7 @@ def _assignment_sites(text: str, words: list[tuple[int, int]]) -> list[Site]:
                 sites.append(_site(words[position], match))
             elif not word.startswith("-"):
                 break
-    return [site for site in sites if is_interesting(site.name)]
+    return sites
 
 
 def _site(word: tuple[int, int], match: re.Match) -> Site:
@@ -269,8 +269,8 @@ def _site(word: tuple[int, int], match: re.Match) -> Site:
 def find_sites(text: str) -> tuple[list[Site], list[tuple[int, int]]]:
     """The variable sites in code, in order, and the comment spans (where nothing is code)."""
     lexer = _Lexer(text).run()
-    sites = [site for words in lexer.commands for site in _assignment_sites(text, words)]
-    sites += lexer.expansions
+    assigned = [site for words in lexer.commands for site in _assignment_sites(text, words)]
+    sites = [site for site in assigned if is_interesting(site.name)] + lexer.expansions
     return sorted(set(sites), key=lambda site: site.start), lexer.comments
 
 
