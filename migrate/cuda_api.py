@@ -43,7 +43,7 @@ ACCELERATOR = {
 }
 
 # Device-generic classes in torch itself.
-TORCH_GENERIC = {"OutOfMemoryError": "OutOfMemoryError"}
+TORCH_GENERIC = {"OutOfMemoryError": "OutOfMemoryError", "nvtx.range": "profiler.record_function"}
 
 GRAPHS = frozenset({"graph", "graphs", "CUDAGraph", "make_graphed_callables", "graph_pool_handle",
                     "is_current_stream_capturing"})

@@ -34,6 +34,7 @@ class Target:
     # Where a torch.cuda name the target mirrors lives: "{name}" is filled with the name.
     mirrored: str
     device_module: str
+    amp: str = "portlayer.{name}"
     # For vendor targets: the device type ("npu"), collective ("hccl") and its name for env vars.
     vendor: Optional[str] = None
     vendor_dist_backend: Optional[str] = None
@@ -51,6 +52,9 @@ class Target:
         """The expression template for `torch.cuda.<name>` on this target, or None when it has none."""
         if name in cuda_api.TORCH_GENERIC:
             return "{torch}." + cuda_api.TORCH_GENERIC[name]
+        if name in cuda_api.AMP_NAMES:
+            # torch: the Amp rule rewrites calls (the device type becomes an argument); nothing else.
+            return None if self.name == "torch" else self.amp.replace("{name}", name[len("amp."):])
         if self.name == "torch":
             if name in cuda_api.ACCELERATOR:
                 return "{torch}.accelerator." + cuda_api.ACCELERATOR[name]
@@ -76,6 +80,7 @@ def _vendor(name: str, cudnn_flags: Mapping[str, str] = {}) -> Target:
         dist_backend=None,
         mirrored="{torch}." + name + ".{name}",
         device_module="{torch}." + name,
+        amp="{torch}." + name + ".amp.{name}",
         vendor=name,
         vendor_dist_backend=backend.dist_backend,
         env=env,

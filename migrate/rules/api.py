@@ -1,6 +1,8 @@
 """`torch.cuda.X` -> the target's X: `portlayer.X`, `torch.accelerator.X`, `torch.npu.X`, ...
 
-AMP, NVTX and legacy tensor types under torch.cuda belong to their own rules; this one leaves them.
+Also `torch.cuda.amp.autocast/GradScaler` where the Amp rule left them (not calls it could rewrite),
+and `torch.cuda.nvtx.range` (-> `torch.profiler.record_function`). Legacy tensor types belong to their
+own rule.
 """
 
 from __future__ import annotations
@@ -25,8 +27,8 @@ def torch_cuda_suffix(qualified: Optional[str]) -> Optional[str]:
 
 
 def owned_elsewhere(suffix: str) -> bool:
-    head = suffix.split(".")[0]
-    return head in ("amp", "nvtx") or head in cuda_api.TENSOR_TYPES
+    """Names other rules convert or report (the Amp rule runs first and rewrites the calls it can)."""
+    return suffix in ("amp.custom_fwd", "amp.custom_bwd") or suffix.split(".")[0] in cuda_api.TENSOR_TYPES
 
 
 class TorchCudaApi(Rule):
@@ -61,13 +63,14 @@ class TorchCudaApi(Rule):
             self.report("PL402", node, f"torch.cuda.{suffix}: CUDA graphs are CUDA-only")
             return False
         else:
-            template = self.target.api(suffix) if "." not in suffix else None
+            template = self.target.api(suffix)
         if template is None:
             self.report("PL401", node, f"torch.cuda.{suffix} has no equivalent on target '{self.target.name}'")
             return False
         self.replacements[node] = replacement = self.expression(template)
         shown = cst.Module([]).code_for_node(replacement)
-        self.changed("PL102", node, f"torch.cuda.{suffix} -> {shown}" if suffix else f"torch.cuda -> {shown}")
+        code = {"amp": "PL103", "nvtx": "PL109"}.get(head, "PL102")
+        self.changed(code, node, f"torch.cuda.{suffix} -> {shown}" if suffix else f"torch.cuda -> {shown}")
         return False
 
     def leave_Attribute(self, original_node, updated_node):

@@ -3,7 +3,7 @@ changes and diagnostics with their positions in the input."""
 
 from __future__ import annotations
 
-from typing import ClassVar, Optional, Sequence, Union
+from typing import ClassVar, Optional, Union
 
 import libcst as cst
 from libcst.codemod import CodemodContext, ContextAwareTransformer
@@ -151,6 +151,7 @@ class Rule(ContextAwareTransformer):
         return cst.parse_expression(template.format(**values))
 
     @staticmethod
-    def args_code(args: Sequence[cst.Arg]) -> str:
-        return ", ".join(cst.Module([]).code_for_node(arg.with_changes(comma=cst.MaybeSentinel.DEFAULT))
-                         for arg in args)
+    def keyword(name: str, value: cst.BaseExpression) -> cst.Arg:
+        """`name=value`, spaced as PEP 8 spaces keywords."""
+        return cst.Arg(value, keyword=cst.Name(name),
+                       equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")))
