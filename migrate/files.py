@@ -7,6 +7,7 @@ Line endings are never translated: the text keeps its `\\r\\n`, and so does what
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import stat
@@ -81,10 +82,8 @@ def atomic_write(path: Path, data: bytes) -> None:
         os.chmod(tmp, mode)
         os.replace(tmp, target)
     except BaseException:
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
-        except FileNotFoundError:
-            pass
         raise
 
 

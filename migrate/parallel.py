@@ -10,7 +10,8 @@ from __future__ import annotations
 import multiprocessing
 import os
 import sys
-from typing import Callable, Iterator, Sequence, TypeVar
+from collections.abc import Iterator, Sequence
+from typing import Callable, TypeVar
 
 Item = TypeVar("Item")
 Result = TypeVar("Result")

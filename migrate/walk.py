@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import fnmatch
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
 
 PYTHON_SUFFIXES = (".py",)
 SHELL_SUFFIXES = (".sh", ".bash")
