@@ -23,16 +23,18 @@ from migrate.report import Tally, write_report
 from migrate.walk import discover
 
 
-class OneLineErrors(click.Command):
-    """Bad arguments are one line (`Error: …`) and exit status 2, without the usage block."""
+class BadUsage(click.ClickException):
+    """Bad arguments: one line (`Error: …`) and exit status 2, without click's usage block."""
 
+    exit_code = 2
+
+
+class OneLineErrors(click.Command):
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         try:
             return super().parse_args(ctx, args)
         except click.UsageError as exc:
-            error = click.ClickException(exc.format_message())
-            error.exit_code = 2
-            raise error from None
+            raise BadUsage(exc.format_message()) from None
 
 
 @click.command(cls=OneLineErrors)
@@ -47,17 +49,30 @@ class OneLineErrors(click.Command):
 @click.option("--diff", "show_diff", is_flag=True, help="Print a unified diff; write nothing.")
 @click.option("--check", is_flag=True, help="Write nothing; exit 1 if any file would change.")
 @click.option(
-    "--report", "report_path", type=click.Path(dir_okay=False, path_type=Path), metavar="FILE.json",
+    "--report",
+    "report_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    metavar="FILE.json",
     help="Write every change and diagnostic, per file, with counts by category.",
 )
 @click.option(
-    "-j", "--jobs", type=click.IntRange(min=1), default=None, metavar="N",
+    "-j",
+    "--jobs",
+    type=click.IntRange(min=1),
+    default=None,
+    metavar="N",
     help="Worker processes for large trees.  [default: the number of cores]",
 )
-@click.option("--exclude", multiple=True, metavar="GLOB", help="Skip matching files and folders (repeatable).")
-@click.option("--annotate", is_flag=True, help="Add a `# portlayer: PLnnn …` comment above each reported site.")
+@click.option(
+    "--exclude", multiple=True, metavar="GLOB", help="Skip matching files and folders (repeatable)."
+)
+@click.option(
+    "--annotate", is_flag=True, help="Add a `# portlayer: PLnnn …` comment above each reported site."
+)
 @click.option("-q", "--quiet", is_flag=True, help="Print warnings and errors only, without hints or summary.")
-@click.option("-v", "--verbose", is_flag=True, help="Also print every change made and statistics by category.")
+@click.option(
+    "-v", "--verbose", is_flag=True, help="Also print every change made and statistics by category."
+)
 def migrate(
     paths: tuple[Path, ...],
     target: str,
@@ -75,7 +90,7 @@ def migrate(
     Writes files in place (atomically, keeping encoding, line endings and mode) unless --diff or --check.
     """
     if quiet and verbose:
-        raise click.UsageError("--quiet and --verbose exclude each other")
+        raise BadUsage("--quiet and --verbose exclude each other")
     options = job.Options(target=target, write=not (show_diff or check), diff=show_diff, annotate=annotate)
     found, input_errors = discover(paths, exclude)
     out = _Output(quiet=quiet, verbose=verbose, diagnostics_to_stderr=show_diff)
@@ -95,16 +110,8 @@ def migrate(
             out.file(result)
         progress.advance()
 
-    loaded = []
-    for file in found:
-        outcome = job.load(file)
-        if isinstance(outcome, job.Loaded):
-            loaded.append(outcome)
-        else:
-            record(outcome)
-    work = sum(len(item.source.text) for item in loaded)
-    convert = functools.partial(job.convert, options=options)
-    for result in run_all(convert, loaded, jobs or default_jobs(), work):
+    process = functools.partial(job.process_file, options=options)
+    for result in run_all(process, found, jobs or default_jobs(), work=sum(file.size for file in found)):
         record(result)
     progress.clear()
 

@@ -1,8 +1,8 @@
 """One file, end to end: read, skip it cheaply if nothing in it is CUDA-specific, migrate, diff or write.
 
-`load` runs in the driver's process for every file; `convert` runs for the files the prefilter keeps,
-in a worker process when there are many. Neither imports nor runs the code it reads. A file that cannot
-be read, decoded, parsed or written is a failed `FileResult`, never an exception: the run goes on.
+`process_file` runs in the driver's process or in a worker, one call per file; nothing crosses processes
+but a path in and a `FileResult` out. It never imports or runs the code it reads. A file that cannot be
+read, decoded, parsed or written is a failed `FileResult`, never an exception: the run goes on.
 """
 
 from __future__ import annotations
@@ -45,6 +45,11 @@ class Loaded:
     path: str
     kind: str
     source: SourceText
+
+
+def process_file(found: Found, options: Options) -> FileResult:
+    loaded = load(found)
+    return convert(loaded, options) if isinstance(loaded, Loaded) else loaded
 
 
 def load(found: Found) -> Loaded | FileResult:
@@ -113,14 +118,11 @@ def _error(code: str, exc: SourceError | DecodeError) -> Diagnostic:
 
 def unified_diff(path: str, before: str, after: str) -> str:
     lines = []
-    for line in difflib.unified_diff(
-        _lines(before), _lines(after), f"a/{path}", f"b/{path}"
-    ):
+    for line in difflib.unified_diff(_lines(before), _lines(after), f"a/{path}", f"b/{path}"):
         lines.append(line)
         if not line.endswith("\n"):
             lines.append("\n\\ No newline at end of file\n")
     return "".join(lines)
-
 
 
 def _lines(text: str) -> list[str]:

@@ -113,8 +113,6 @@ def write_report(path: Path, tally: Tally, results: list[FileResult], target: st
         "target": target,
         "wrote_files": writing,
         "summary": tally.summary(),
-        "files": [
-            file_entry(r) for r in results if r.status != "unchanged" or r.changes or r.diagnostics
-        ],
+        "files": [file_entry(r) for r in results if r.status != "unchanged" or r.changes or r.diagnostics],
     }
     atomic_write(path, (json.dumps(document, indent=2) + "\n").encode())

@@ -1,4 +1,4 @@
-"""Shell launch scripts: `CUDA_VISIBLE_DEVICES=…`, `NCCL_*` and `nvidia-smi`.
+"""Shell launch scripts: `CUDA_VISIBLE_DEVICES=…`, `NCCL_*`, other CUDA-only settings and `nvidia-smi`.
 
 Only shell code is touched, never comments or text: a variable is renamed where the shell reads or sets it
 — an assignment (`NAME=v cmd`, `export NAME=v`, `env NAME=v cmd`, `unset NAME`) or an expansion (`$NAME`,
@@ -6,7 +6,9 @@ Only shell code is touched, never comments or text: a variable is renamed where 
 their vendor equivalents come from the backend records (`portlayer.backends`), the same table the runtime
 uses to carry the variables over at start-up.
 
-For `neutral` (and `torch`) nothing is renamed: the runtime translates the variables itself.
+For `neutral` (and `torch`) nothing is renamed: the runtime translates the variables itself. Settings
+only CUDA reads (`CUDA_DEVICE_MAX_CONNECTIONS`, `PYTORCH_CUDA_ALLOC_CONF`, `TORCH_NCCL_*`) are reported
+for every target.
 """
 
 from __future__ import annotations
@@ -29,18 +31,30 @@ _DECLARERS = frozenset({"export", "declare", "typeset", "local", "readonly", "un
 _ENV_RUNNERS = frozenset({"env", "sudo"})
 _ASSIGNMENT = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(?:\[[^\]]*\])?\+?=")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_VARIABLE = re.compile(r"\b(?:CUDA_VISIBLE_DEVICES|NCCL_[A-Za-z0-9_]+)\b")
+# Settings of the CUDA driver and of torch's CUDA/NCCL code that no other backend reads (user variables
+# such as CUDA_FLAG or CUDA_HOME for building are not among them).
+_CUDA_ONLY = (
+    r"CUDA_(?:DEVICE_\w+|LAUNCH_BLOCKING|CACHE_\w+|MODULE_\w+|MPS_\w+|FORCE_\w*JIT|DISABLE_\w*JIT|MANAGED_\w+"
+    r"|AUTO_BOOST|SCALE_LAUNCH_QUEUES|ENABLE_COREDUMP_ON_EXCEPTION|COREDUMP_\w+|GRAPHS_\w+)"
+    r"|PYTORCH_CUDA_\w+|PYTORCH_NVML_\w+|TORCH_NCCL_\w+|TORCH_CUDNN_\w+"
+)
+_CUDA_ONLY_NAME = re.compile(_CUDA_ONLY)
+_VARIABLE = re.compile(rf"\b(?:CUDA_VISIBLE_DEVICES|NCCL_\w+|{_CUDA_ONLY})\b")
 _NVIDIA_SMI = re.compile(r"(?<![\w.-])nvidia-smi(?![\w-])")
 _INTEGER = re.compile(r"""(["']?)(\d+)\1$""")
 _OPERATOR_CHARS = ";&|()<>"
 
 
 def is_interesting(name: str) -> bool:
-    return name == VISIBLE_DEVICES or name.startswith("NCCL_")
+    return _VARIABLE.fullmatch(name) is not None
+
+
+def is_cuda_only(name: str) -> bool:
+    return _CUDA_ONLY_NAME.fullmatch(name) is not None
 
 
 def mentions_cuda(text: str) -> bool:
-    return VISIBLE_DEVICES in text or "NCCL_" in text or "nvidia-smi" in text
+    return "nvidia-smi" in text or _VARIABLE.search(text) is not None
 
 
 @dataclass(frozen=True)
@@ -305,28 +319,48 @@ def migrate_shell(text: str, target: str = "neutral") -> MigrationResult:
     ]
     site_starts = {site.start for site in sites}
     # Names in code that the shell itself neither sets nor reads: arguments (`mpirun -x NCCL_DEBUG`), text.
-    others = [m for m in _VARIABLE.finditer(text) if m.start() not in site_starts and in_code(m.start())]
+    others = [
+        Site(m.start(), m.end(), m.group())
+        for m in _VARIABLE.finditer(text)
+        if m.start() not in site_starts and in_code(m.start())
+    ]
+    for site in sorted(sites + others, key=lambda site: site.start):
+        if is_cuda_only(site.name):
+            diagnostics.append(
+                _diagnostic("PL607", *position(site.start), f"{site.name} only affects CUDA; left as is")
+            )
+    sites = [site for site in sites if not is_cuda_only(site.name)]
+    others = [site for site in others if not is_cuda_only(site.name)]
 
-    if target not in BY_NAME:
+    if target in BY_NAME:
+        code, changes = _rename(text, target, sites, others, position, diagnostics)
+    else:
+        code, changes = text, []
         if sites or others:
-            names = ", ".join(sorted({site.name for site in sites} | {m.group() for m in others}))
+            names = ", ".join(sorted({site.name for site in sites + others}))
             why = (
                 "portlayer's runtime carries them over to the active backend"
                 if target == "neutral"
                 else "their names depend on the vendor; run with --target npu or --target musa to rename them"
             )
-            first = min([site.start for site in sites] + [m.start() for m in others])
+            first = min(site.start for site in sites + others)
             diagnostics.append(_diagnostic("PL604", *position(first), f"left {names} as is: {why}"))
-        return MigrationResult(source=text, code=text, changes=(), diagnostics=tuple(sorted(diagnostics, key=_order)))
+    return MigrationResult(
+        source=text, code=code, changes=tuple(changes), diagnostics=tuple(sorted(diagnostics, key=_order))
+    )
 
+
+def _rename(text, target, sites, others, position, diagnostics) -> tuple[str, list[Change]]:
+    """Renames each site to the backend's variable; reports what has no equivalent or is not a variable."""
     by_source = {alias.source: alias for alias in aliases(BY_NAME[target])}
-    for match in others:
-        name, alias = match.group(), by_source.get(match.group())
+    for site in others:
+        alias = by_source.get(site.name)
         renamed = f"rename it to {alias.target} by hand" if alias else f"{target} has no equivalent"
         diagnostics.append(
             _diagnostic(
-                _code(name, alias), *position(match.start()),
-                f"{name} is used here but not as a shell variable; left as is",
+                _code(site.name, alias),
+                *position(site.start),
+                f"{site.name} is used here but not as a shell variable; left as is",
                 f"if a program passes it on as a variable (mpirun -x, docker -e, srun --export), {renamed}",
             )
         )
@@ -345,22 +379,17 @@ def migrate_shell(text: str, target: str = "neutral") -> MigrationResult:
         if alias.convert is not None:
             value = _INTEGER.match(text, site.end + 1, site.value_end) if site.value_end else None
             if value is None:
-                diagnostics.append(
-                    _diagnostic(
-                        "PL608", line, col, f"{site.name} and {alias.target} count in different units; left as is"
-                    )
-                )
+                message = f"{site.name} and {alias.target} count in different units; left as is"
+                diagnostics.append(_diagnostic("PL608", line, col, message))
                 continue
             quote, number = value.groups()
             replacement = f"{alias.target}={quote}{alias.convert(number)}{quote}"
             end = site.value_end
-        changes.append(Change("PL107", line, col, f"{text[site.start:end]} -> {replacement}"))
+        changes.append(Change("PL107", line, col, f"{text[site.start : end]} -> {replacement}"))
         pieces += [text[last : site.start], replacement]
         last = end
     pieces.append(text[last:])
-    return MigrationResult(
-        source=text, code="".join(pieces), changes=tuple(changes), diagnostics=tuple(sorted(diagnostics, key=_order))
-    )
+    return "".join(pieces), changes
 
 
 def _code(name: str, alias) -> str:

@@ -17,8 +17,17 @@ PYTHON_SUFFIXES = (".py",)
 SHELL_SUFFIXES = (".sh", ".bash")
 # Folders that hold installed or generated code, never the user's own training code.
 SKIPPED_DIRS = frozenset(
-    {"__pycache__", "__pypackages__", "build", "dist", "_build", "buck-out", "node_modules", "site-packages",
-     "venv"}
+    {
+        "__pycache__",
+        "__pypackages__",
+        "build",
+        "dist",
+        "_build",
+        "buck-out",
+        "node_modules",
+        "site-packages",
+        "venv",
+    }
 )
 
 
@@ -26,6 +35,7 @@ SKIPPED_DIRS = frozenset(
 class Found:
     path: Path
     kind: str  # "python" | "shell"
+    size: int = 0  # bytes, to judge whether a run is worth worker processes
 
 
 @dataclass(frozen=True)
@@ -49,13 +59,21 @@ def discover(paths: Iterable[Path], excludes: Iterable[str] = ()) -> tuple[list[
             if not files:
                 errors.append(InputError(root, "no Python files or shell scripts in this directory"))
         elif root.exists():
-            files = [Found(root, kind_of(root))]
+            files = [_found(root)]
         else:
             errors.append(InputError(root, "no such file or directory"))
             continue
         for file in files:
             found.setdefault(Path(os.path.realpath(file.path)), file)
     return list(found.values()), errors
+
+
+def _found(path: Path) -> Found:
+    try:
+        size = path.stat().st_size
+    except OSError:  # unreadable: reading it will say why
+        size = 0
+    return Found(path, kind_of(path), size)
 
 
 def _walk(root: Path, excludes: tuple[str, ...]) -> Iterable[Found]:
@@ -71,7 +89,7 @@ def _walk(root: Path, excludes: tuple[str, ...]) -> Iterable[Found]:
             if not name.endswith(PYTHON_SUFFIXES + SHELL_SUFFIXES) or path.is_symlink():
                 continue
             if not _excluded(path, root, excludes):
-                yield Found(path, kind_of(path))
+                yield _found(path)
 
 
 def _skipped_dir(path: Path) -> bool:
@@ -89,4 +107,6 @@ def _excluded(path: Path, root: Path, excludes: tuple[str, ...]) -> bool:
     """`--exclude` globs match a file or folder name (`*_test.py`, `legacy`) or its path below the walked
     root (`tests/*`, `scripts/old_*.sh`)."""
     relative = path.relative_to(root).as_posix()
-    return any(fnmatch.fnmatchcase(path.name, glob) or fnmatch.fnmatchcase(relative, glob) for glob in excludes)
+    return any(
+        fnmatch.fnmatchcase(path.name, glob) or fnmatch.fnmatchcase(relative, glob) for glob in excludes
+    )

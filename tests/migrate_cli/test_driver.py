@@ -170,6 +170,7 @@ def test_a_broken_file_is_named_left_untouched_and_the_others_still_processed(tm
         (["--target", "cuda", "."], "Invalid value for '--target'"),
         (["--jobs", "0", "."], "Invalid value for '-j' / '--jobs'"),
         ([], "Missing argument 'PATHS...'"),
+        (["-q", "-v", "."], "--quiet and --verbose exclude each other"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(tmp_path, migrate, monkeypatch, args, message):
@@ -285,7 +286,9 @@ def test_report_lists_changes_and_diagnostics_per_file_and_counts_by_category(tm
     report = json.loads(report_path.read_text())
     assert report["target"] == "npu" and report["wrote_files"] is True
     files = {entry["path"]: entry for entry in report["files"]}
-    assert sorted(files) == sorted(str(tmp_path / name) for name in ("src/train.py", "src/broken.py", "run.sh"))
+    assert sorted(files) == sorted(
+        str(tmp_path / name) for name in ("src/train.py", "src/broken.py", "run.sh")
+    )
 
     train = files[str(tmp_path / "src/train.py")]
     assert train["status"] == "changed"
@@ -313,7 +316,11 @@ def test_report_lists_changes_and_diagnostics_per_file_and_counts_by_category(tm
 
 
 def _tree(root):
-    files = {f"pkg{i}/train_{j}.py": CUDA_SOURCE.replace("step", f"step_{i}_{j}") for i in range(2) for j in range(2)}
+    files = {
+        f"pkg{i}/train_{j}.py": CUDA_SOURCE.replace("step", f"step_{i}_{j}")
+        for i in range(2)
+        for j in range(2)
+    }
     files |= {f"pkg{i}/model.py": PLAIN_SOURCE for i in range(2)}
     files["pkg1/broken.py"] = "torch.cuda.synchronize(\n"
     files["launch.sh"] = "CUDA_VISIBLE_DEVICES=0,1 torchrun --nproc_per_node 2 pkg0/train_0.py\n"
@@ -321,7 +328,7 @@ def _tree(root):
 
 
 def test_jobs_n_gives_the_same_files_and_output_as_jobs_1(tmp_path, migrate, monkeypatch):
-    monkeypatch.setattr(parallel, "POOL_MIN_CHARS", 0)  # a pool even for this small tree
+    monkeypatch.setattr(parallel, "POOL_MIN_BYTES", 0)  # a pool even for this small tree
     monkeypatch.chdir(tmp_path)
     _tree(tmp_path / "one")
     _tree(tmp_path / "four")

@@ -24,10 +24,23 @@ def torchrun(script: Path, nproc: int, batch_size: int, losses: Path) -> subproc
     env = {k: v for k, v in os.environ.items() if not k.startswith("PORTLAYER_")}
     env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", OMP_NUM_THREADS="1")
     command = [
-        sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(nproc),
-        str(script), "--steps", str(STEPS), "--batch_size", str(batch_size), "--losses_out", str(losses),
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node",
+        str(nproc),
+        str(script),
+        "--steps",
+        str(STEPS),
+        "--batch_size",
+        str(batch_size),
+        "--losses_out",
+        str(losses),
     ]
-    return subprocess.Popen(command, cwd=script.parent, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return subprocess.Popen(
+        command, cwd=script.parent, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
 
 
 def test_migrated_cuda_ddp_script_trains_on_cpu_like_a_single_process(tmp_path, migrate):

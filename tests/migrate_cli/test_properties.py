@@ -41,8 +41,7 @@ def run_file(data: bytes, target: str) -> tuple[job.FileResult, bytes]:
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "generated.py"
         path.write_bytes(data)
-        loaded = job.load(Found(path, "python"))
-        result = loaded if isinstance(loaded, job.FileResult) else job.convert(loaded, job.Options(target))
+        result = job.process_file(Found(path, "python"), job.Options(target))
         return result, path.read_bytes()
 
 
@@ -92,11 +91,39 @@ def test_generated_python_with_cuda_mixed_in(source, target):
 
 
 SHELL_PIECES = [
-    "export CUDA_VISIBLE_DEVICES=0,1", "CUDA_VISIBLE_DEVICES=$LOCAL_RANK python t.py", "export NCCL_DEBUG=INFO",
-    "NCCL_SOCKET_IFNAME=eth0", "export NCCL_BUFFSIZE=4194304", "echo ${CUDA_VISIBLE_DEVICES:-0}",
-    "nvidia-smi -L", "# CUDA_VISIBLE_DEVICES in a comment", "'", '"', "`", "$(", ")", "{", "}", "\\", "<<EOF",
-    "<<'X'", "EOF", "X", "#", "$", "${", ";", "&&", "|", "\n", " ", "\t", "torchrun --nproc_per_node 2 t.py",
-    "unset NCCL_IB_HCA", "env CUDA_VISIBLE_DEVICES=1 cmd", "for i in 1 2; do echo $i; done",
+    "export CUDA_VISIBLE_DEVICES=0,1",
+    "CUDA_VISIBLE_DEVICES=$LOCAL_RANK python t.py",
+    "export NCCL_DEBUG=INFO",
+    "NCCL_SOCKET_IFNAME=eth0",
+    "export NCCL_BUFFSIZE=4194304",
+    "echo ${CUDA_VISIBLE_DEVICES:-0}",
+    "nvidia-smi -L",
+    "# CUDA_VISIBLE_DEVICES in a comment",
+    "'",
+    '"',
+    "`",
+    "$(",
+    ")",
+    "{",
+    "}",
+    "\\",
+    "<<EOF",
+    "<<'X'",
+    "EOF",
+    "X",
+    "#",
+    "$",
+    "${",
+    ";",
+    "&&",
+    "|",
+    "\n",
+    " ",
+    "\t",
+    "torchrun --nproc_per_node 2 t.py",
+    "unset NCCL_IB_HCA",
+    "env CUDA_VISIBLE_DEVICES=1 cmd",
+    "for i in 1 2; do echo $i; done",
 ]
 
 

@@ -82,10 +82,16 @@ def test_nvidia_smi_in_code_is_reported_for_every_target_but_not_in_comments(tar
         ("env -u X CUDA_VISIBLE_DEVICES=1 python t.py", "env -u X ASCEND_RT_VISIBLE_DEVICES=1 python t.py"),
         ("env -u CUDA_VISIBLE_DEVICES python t.py", "env -u ASCEND_RT_VISIBLE_DEVICES python t.py"),
         ("declare -x CUDA_VISIBLE_DEVICES", "declare -x ASCEND_RT_VISIBLE_DEVICES"),
-        ("unset CUDA_VISIBLE_DEVICES NCCL_SOCKET_IFNAME", "unset ASCEND_RT_VISIBLE_DEVICES HCCL_SOCKET_IFNAME"),
+        (
+            "unset CUDA_VISIBLE_DEVICES NCCL_SOCKET_IFNAME",
+            "unset ASCEND_RT_VISIBLE_DEVICES HCCL_SOCKET_IFNAME",
+        ),
         ("if true; then CUDA_VISIBLE_DEVICES=2 cmd; fi", "if true; then ASCEND_RT_VISIBLE_DEVICES=2 cmd; fi"),
         ("x=${#CUDA_VISIBLE_DEVICES}", "x=${#ASCEND_RT_VISIBLE_DEVICES}"),
-        ('echo "${CUDA_VISIBLE_DEVICES:-${NCCL_SOCKET_IFNAME}}"', 'echo "${ASCEND_RT_VISIBLE_DEVICES:-${HCCL_SOCKET_IFNAME}}"'),
+        (
+            'echo "${CUDA_VISIBLE_DEVICES:-${NCCL_SOCKET_IFNAME}}"',
+            'echo "${ASCEND_RT_VISIBLE_DEVICES:-${HCCL_SOCKET_IFNAME}}"',
+        ),
         ("n=`echo $CUDA_VISIBLE_DEVICES`", "n=`echo $ASCEND_RT_VISIBLE_DEVICES`"),
         ("(CUDA_VISIBLE_DEVICES=3 cmd) && cmd2", "(ASCEND_RT_VISIBLE_DEVICES=3 cmd) && cmd2"),
         ("$(CUDA_VISIBLE_DEVICES=3 cmd)", "$(ASCEND_RT_VISIBLE_DEVICES=3 cmd)"),
@@ -164,3 +170,25 @@ def test_unbalanced_quotes_do_not_crash_or_rewrite_what_follows():
     script = "echo 'unterminated\nexport CUDA_VISIBLE_DEVICES=0\n"
 
     assert migrate_shell(script, "npu").code == script
+
+
+@pytest.mark.parametrize("target", ["neutral", "torch", "npu", "musa"])
+def test_settings_only_cuda_reads_are_reported_for_every_target_and_user_variables_are_not(target):
+    script = (
+        "export CUDA_DEVICE_MAX_CONNECTIONS=${CUDA_DEVICE_MAX_CONNECTIONS:-1}\n"
+        "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True TORCH_NCCL_AVOID_RECORD_STREAMS=1 python t.py\n"
+        'CUDA_FLAG="--cuda"\n'
+        "python main.py $CUDA_FLAG\n"
+    )
+
+    first, second = script.splitlines()[:2]
+
+    result = migrate_shell(script, target)
+
+    assert result.code == script
+    assert [(d.code, d.line, d.col) for d in result.diagnostics] == [
+        ("PL607", 1, first.index("CUDA_DEVICE")),
+        ("PL607", 1, first.rindex("CUDA_DEVICE")),
+        ("PL607", 2, 0),
+        ("PL607", 2, second.index("TORCH_NCCL")),
+    ]
