@@ -6,10 +6,10 @@ Idempotent: a statement that already carries the same comment gets no second one
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Sequence, Union
+from collections.abc import Sequence
+from typing import Union
 
 import libcst as cst
-from libcst.codemod import Codemod, CodemodContext
 from libcst.metadata import PositionProvider
 
 from migrate.model import Diagnostic
@@ -21,11 +21,11 @@ def comment_for(diagnostic: Diagnostic) -> str:
     return f"# portlayer: {diagnostic.code} {diagnostic.message}"
 
 
-class Annotate(Codemod, cst.CSTTransformer):
+class Annotate(cst.CSTTransformer):
     METADATA_DEPENDENCIES = (PositionProvider,)
 
-    def __init__(self, context: CodemodContext, diagnostics: Sequence[Diagnostic]):
-        Codemod.__init__(self, context)
+    def __init__(self, diagnostics: Sequence[Diagnostic]):
+        super().__init__()
         self.by_line: dict[int, list[Diagnostic]] = defaultdict(list)
         for diagnostic in diagnostics:
             self.by_line[diagnostic.line].append(diagnostic)
@@ -48,8 +48,6 @@ class Annotate(Codemod, cst.CSTTransformer):
             self._claim(node, span.start.line, max(span.start.line, header_end))
         return True
 
-    def transform_module_impl(self, tree: cst.Module) -> cst.Module:
-        return tree.visit(self)
 
     def on_leave(self, original_node, updated_node):
         if isinstance(original_node, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):

@@ -3,11 +3,10 @@ changes and diagnostics with their positions in the input."""
 
 from __future__ import annotations
 
-from typing import ClassVar, Optional, Union
+import re
+from typing import ClassVar
 
 import libcst as cst
-from libcst.codemod import Codemod, CodemodContext
-from libcst.codemod.visitors import AddImportsVisitor, RemoveImportsVisitor
 from libcst.metadata import (
     ParentNodeProvider,
     PositionProvider,
@@ -16,6 +15,7 @@ from libcst.metadata import (
 )
 
 from migrate.codes import CODES
+from migrate.imports import ImportPlan
 from migrate.model import Change, Diagnostic
 from migrate.targets import Target
 
@@ -24,7 +24,7 @@ from migrate.targets import Target
 _STAR_MODULES = ("torch.cuda", "torch.cuda.amp")
 
 
-def dotted(node: cst.CSTNode) -> Optional[str]:
+def dotted(node: cst.CSTNode) -> str | None:
     """`a.b.c` for a chain of plain names and attributes, else None (calls, subscripts...)."""
     if isinstance(node, cst.Name):
         return node.value
@@ -34,30 +34,43 @@ def dotted(node: cst.CSTNode) -> Optional[str]:
     return None
 
 
-class Rule(Codemod, cst.CSTTransformer):
+class Rule(cst.CSTTransformer):
     """One concern of the migration. Subclasses set TRIGGER (a regex: the rule can only fire on
     sources it matches; the engine's prefilter is their union) and rewrite or report.
 
-    A plain CSTTransformer rather than libcst's ContextAwareTransformer: the matcher-decorator
-    machinery costs ~40 ms per instance, more than a whole rule pass over a typical file.
+    A plain CSTTransformer run through a shared MetadataWrapper, rather than libcst's codemod
+    commands: their matcher machinery and per-command metadata cost more than the rules themselves.
     """
 
     TRIGGER: ClassVar[str]
+    trigger: ClassVar[re.Pattern]
     METADATA_DEPENDENCIES = (PositionProvider, QualifiedNameProvider, ParentNodeProvider)
 
-    def __init__(self, context: CodemodContext, target: Target, excluded: frozenset[int]):
-        Codemod.__init__(self, context)
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "TRIGGER" in cls.__dict__:
+            cls.trigger = re.compile(cls.TRIGGER, re.IGNORECASE)
+
+    def __init__(self, imports: ImportPlan, target: Target, excluded: frozenset[int]):
+        super().__init__()
+        self.imports = imports
         self.target = target
         self.excluded_lines = excluded
         self.changes: list[Change] = []
         self.diagnostics: list[Diagnostic] = []
         self._star_names: dict[str, str] = {}
-        self._torch_alias: Optional[str] = None
+        self._torch_alias: str | None = None
+        # Original node -> its rewrite, filled top-down, applied on the way back up.
+        self.replacements: dict[cst.CSTNode, cst.BaseExpression] = {}
         # Module-level imports by the name they bind: (module, imported object or None, alias or None).
-        self._imports: dict[str, list[tuple[str, Optional[str], Optional[str]]]] = {}
+        self._imports: dict[str, list[tuple[str, str | None, str | None]]] = {}
 
-    def transform_module_impl(self, tree: cst.Module) -> cst.Module:
-        return tree.visit(self)
+    # Import statements are the rules' input (aliases), never their output: no rule rewrites inside one.
+    def visit_Import(self, node: cst.Import) -> bool:
+        return False
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
+        return False
 
     # -- module facts -------------------------------------------------------------------------------
 
@@ -99,20 +112,19 @@ class Rule(Codemod, cst.CSTTransformer):
     def _release_imports(self, node: cst.CSTNode) -> None:
         """Ask for the imports `node` used to be removed, should the rewrite leave them unused."""
         for name in _free_names(node):
-            for module, obj, asname in self._imports.get(name, ()):
-                RemoveImportsVisitor.remove_unused_import(self.context, module, obj, asname)
+            self.imports.released.update(self._imports.get(name, ()))
 
     @property
     def torch(self) -> str:
         """The name `torch` is bound to in this module; records that `import torch` is needed if none."""
         if self._torch_alias is None:
-            AddImportsVisitor.add_needed_import(self.context, "torch")
+            self.imports.added.add("torch")
             return "torch"
         return self._torch_alias
 
     # -- resolution ---------------------------------------------------------------------------------
 
-    def qualified(self, node: cst.CSTNode) -> Optional[str]:
+    def qualified(self, node: cst.CSTNode) -> str | None:
         """The imported name `node` refers to (`torch.cuda.synchronize` for `th.cuda.synchronize` after
         `import torch as th`), or None for local names, shadowed names and anything not a plain chain."""
         if dotted(node) is None:
@@ -135,7 +147,7 @@ class Rule(Codemod, cst.CSTTransformer):
         return (isinstance(parent, cst.Attribute) and parent.attr is node) or (
             isinstance(parent, cst.Arg) and parent.keyword is node)
 
-    def _from_star(self, name: str) -> Optional[str]:
+    def _from_star(self, name: str) -> str | None:
         from migrate import cuda_api
 
         first = name.split(".")[0]
@@ -167,9 +179,9 @@ class Rule(Codemod, cst.CSTTransformer):
         self.changes.append(Change(code, line, col, message))
         self._release_imports(node)
         if needs_runtime and self.target.runtime_import is not None:
-            AddImportsVisitor.add_needed_import(self.context, self.target.runtime_import)
+            self.imports.added.add(self.target.runtime_import)
 
-    def report(self, code: str, node: cst.CSTNode, message: Optional[str] = None) -> None:
+    def report(self, code: str, node: cst.CSTNode, message: str | None = None) -> None:
         if self.excluded(node):
             return
         row = CODES[code]
@@ -178,7 +190,7 @@ class Rule(Codemod, cst.CSTTransformer):
 
     # -- building code ------------------------------------------------------------------------------
 
-    def expression(self, template: str, **parts: Union[str, cst.BaseExpression]) -> cst.BaseExpression:
+    def expression(self, template: str, **parts: str | cst.BaseExpression) -> cst.BaseExpression:
         """Parse `template` with `{torch}` and any `{part}` filled in (nodes are rendered to code)."""
         values = {
             key: value if isinstance(value, str) else cst.Module([]).code_for_node(value)
@@ -213,3 +225,23 @@ def _free_names(node: cst.CSTNode) -> set[str]:
 
     node.visit(Collect())
     return names
+
+
+class ReferenceRule(Rule):
+    """A rule about imported names (`torch.cuda.X`, `torch.backends.cudnn.X`): `reference` sees each
+    outermost name or attribute chain and returns True to look inside it."""
+
+    def reference(self, node: cst.Name | cst.Attribute) -> bool:
+        raise NotImplementedError
+
+    def visit_Attribute(self, node: cst.Attribute) -> bool:
+        return self.reference(node)
+
+    def visit_Name(self, node: cst.Name) -> bool:
+        return self.reference(node)
+
+    def leave_Attribute(self, original_node, updated_node):
+        return self.replacements.get(original_node, updated_node)
+
+    def leave_Name(self, original_node, updated_node):
+        return self.replacements.get(original_node, updated_node)

@@ -7,27 +7,15 @@ from __future__ import annotations
 import libcst as cst
 import libcst.matchers as m
 
-from migrate.rules.base import Rule
+from migrate.rules.base import ReferenceRule
 
 _FLOAT64 = {"torch.float64", "torch.double", "torch.DoubleTensor", "torch.cuda.DoubleTensor"}
 
 
-class Float64(Rule):
+class Float64(ReferenceRule):
     TRIGGER = r"float64|double"
 
-    def visit_Import(self, node: cst.Import) -> bool:
-        return False
-
-    def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
-        return False
-
-    def visit_Attribute(self, node: cst.Attribute) -> bool:
-        return self._visit(node)
-
-    def visit_Name(self, node: cst.Name) -> bool:
-        return self._visit(node)
-
-    def _visit(self, node) -> bool:
+    def reference(self, node) -> bool:
         if self.target.float64_native:
             return False
         name = self.qualified(node)

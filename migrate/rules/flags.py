@@ -6,14 +6,10 @@ run is no longer deterministic). musa: muDNN switches with cuDNN's names are con
 
 from __future__ import annotations
 
-from typing import Optional
-
-import libcst as cst
-
-from migrate.rules.base import Rule
+from migrate.rules.base import ReferenceRule
 
 
-def backend_flag(qualified: Optional[str]) -> Optional[tuple[str, str]]:
+def backend_flag(qualified: str | None) -> tuple[str, str] | None:
     """("cudnn", "benchmark") for "torch.backends.cudnn.benchmark", likewise for torch.backends.cuda."""
     if qualified is None:
         return None
@@ -24,22 +20,10 @@ def backend_flag(qualified: Optional[str]) -> Optional[tuple[str, str]]:
     return None
 
 
-class BackendFlags(Rule):
+class BackendFlags(ReferenceRule):
     TRIGGER = r"backends"
 
-    def visit_Import(self, node: cst.Import) -> bool:
-        return False
-
-    def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
-        return False
-
-    def visit_Attribute(self, node: cst.Attribute) -> bool:
-        return self._visit(node)
-
-    def visit_Name(self, node: cst.Name) -> bool:
-        return self._visit(node)
-
-    def _visit(self, node) -> bool:
+    def reference(self, node) -> bool:
         flag = backend_flag(self.qualified(node))
         if flag is None:
             return True
@@ -47,17 +31,10 @@ class BackendFlags(Rule):
         if library == "cuda":
             self.report("PL303", node, f"torch.backends.cuda.{name} has no effect off CUDA")
         elif name in self.target.cudnn_flags and not self.excluded(node):
-            self.converted[node] = self.expression(self.target.cudnn_flags[name])
+            self.replacements[node] = self.expression(self.target.cudnn_flags[name])
             self.changed("PL108", node, f"torch.backends.cudnn.{name} -> {self.target.cudnn_flags[name]}")
         elif name == "deterministic":
             self.report("PL301", node)
         else:
             self.report("PL302", node, f"torch.backends.cudnn.{name} has no effect on target '{self.target.name}'")
         return False
-
-    def __init__(self, *args):
-        super().__init__(*args)
-        self.converted: dict[cst.CSTNode, cst.BaseExpression] = {}
-
-    def leave_Attribute(self, original_node, updated_node):
-        return self.converted.get(original_node, updated_node)

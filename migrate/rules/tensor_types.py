@@ -9,7 +9,6 @@ anything else (`isinstance` checks, `.type(...)`, a size or data held in a varia
 from __future__ import annotations
 
 import re
-from typing import Optional
 
 import libcst as cst
 
@@ -23,17 +22,7 @@ _TYPE_STRING = re.compile(r"torch\.cuda\.(\w+Tensor)")
 class LegacyTensorTypes(Rule):
     TRIGGER = r"Tensor"
 
-    def __init__(self, *args):
-        super().__init__(*args)
-        self.replacements: dict[cst.CSTNode, cst.BaseExpression] = {}
-
-    def visit_Import(self, node: cst.Import) -> bool:
-        return False
-
-    def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
-        return False
-
-    def tensor_type(self, node: cst.CSTNode) -> Optional[str]:
+    def tensor_type(self, node: cst.CSTNode) -> str | None:
         name = self.qualified(node)
         if name is None or not name.startswith("torch.cuda."):
             return None
