@@ -5,6 +5,7 @@ After a deliberate change of behaviour, rewrite the expectations with
 `PORTLAYER_UPDATE_GOLDENS=1 pytest tests/migrate/test_golden.py` and review the diff.
 """
 
+import functools
 import os
 import pathlib
 import re
@@ -19,8 +20,13 @@ CASES = sorted(path.stem for path in GOLDEN.glob("*.in"))
 SEPARATOR = "# ---- diagnostics\n"
 
 
+@functools.cache
+def migrated(case: str, target: str):
+    return migrate_source((GOLDEN / f"{case}.in").read_text(), target)
+
+
 def rendered(case: str, target: str) -> str:
-    result = migrate_source((GOLDEN / f"{case}.in").read_text(), target)
+    result = migrated(case, target)
     report = "".join(f"{d.line}:{d.col}: {d.code} {d.message}\n" for d in result.diagnostics)
     return result.code + SEPARATOR + report
 
@@ -38,7 +44,7 @@ def test_golden(case, target):
 @pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("case", CASES)
 def test_second_run_changes_nothing(case, target):
-    first = migrate_source((GOLDEN / f"{case}.in").read_text(), target)
+    first = migrated(case, target)
     second = migrate_source(first.code, target)
     assert second.code == first.code
     assert second.changes == ()
