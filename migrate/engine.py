@@ -66,9 +66,12 @@ def run_rules(source: str, target: Target, *, annotate: bool = False) -> Migrati
     diagnostics = sorted(set(diagnostics), key=lambda d: (d.line, d.col, d.code))
     if annotate and diagnostics:
         tree = wrapper.visit(Annotate(diagnostics))
-    if changes:
-        tree = imports.apply(tree)
     changes.sort(key=lambda c: (c.line, c.col, c.code))
+    if changes:
+        tree, added = imports.apply(tree)
+        # An added import is reported at the first conversion that needed it.
+        changes[1:1] = [Change("PL110", changes[0].line, changes[0].col, f"added `import {module}`")
+                        for module in added]
     return MigrationResult(tree.code, tuple(changes), tuple(diagnostics), source)
 
 

@@ -24,11 +24,12 @@ class ImportPlan:
     added: set[str] = field(default_factory=set)
     released: set[ImportSpec] = field(default_factory=set)
 
-    def apply(self, tree: cst.Module) -> cst.Module:
+    def apply(self, tree: cst.Module) -> tuple[cst.Module, list[str]]:
+        """The module with its imports settled, and the modules whose import was added."""
         if self.released:
             tree = tree.visit(_RemoveUnused(self.released, _used_names(tree)))
         missing = [name for name in sorted(self.added, key=_rank) if name not in _plain_imports(tree)]
-        return _insert(tree, missing) if missing else tree
+        return (_insert(tree, missing) if missing else tree), missing
 
 
 def _rank(name: str) -> tuple[int, str]:

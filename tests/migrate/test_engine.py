@@ -49,7 +49,7 @@ def test_prefilter_sees_every_kind_of_trigger():
 def test_result_reports_conversions_with_input_positions():
     result = migrate_source("import torch\n\nx = y.cuda()\n")
     assert result.changed
-    assert [(c.code, c.line, c.col) for c in result.changes] == [("PL101", 3, 4)]
+    assert [(c.code, c.line, c.col) for c in result.changes] == [("PL101", 3, 4), ("PL110", 3, 4)]
 
 
 def test_diagnostic_formats_as_path_line_col_code_message_and_has_a_category():

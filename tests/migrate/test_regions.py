@@ -17,7 +17,7 @@ def test_skip_excludes_its_statement_from_rewriting_and_reporting():
     assert "a = x.cuda()  # portlayer: skip" in result.code
     assert "b = y.cuda(\n    non_blocking=True,\n)" in result.code
     assert "c = z.to(portlayer.device())" in result.code
-    assert [c.line for c in result.changes] == [6] and result.diagnostics == ()
+    assert {c.line for c in result.changes} == {6} and result.diagnostics == ()
 
 
 def test_off_on_excludes_a_region_and_off_without_on_runs_to_the_end():
