@@ -6,10 +6,10 @@ Idempotent: a statement that already carries the same comment gets no second one
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Sequence, Union
+from collections.abc import Sequence
+from typing import Union
 
 import libcst as cst
-from libcst.codemod import CodemodContext, ContextAwareTransformer
 from libcst.metadata import PositionProvider
 
 from migrate.model import Diagnostic
@@ -21,11 +21,11 @@ def comment_for(diagnostic: Diagnostic) -> str:
     return f"# portlayer: {diagnostic.code} {diagnostic.message}"
 
 
-class Annotate(ContextAwareTransformer):
+class Annotate(cst.CSTTransformer):
     METADATA_DEPENDENCIES = (PositionProvider,)
 
-    def __init__(self, context: CodemodContext, diagnostics: Sequence[Diagnostic]):
-        super().__init__(context)
+    def __init__(self, diagnostics: Sequence[Diagnostic]):
+        super().__init__()
         self.by_line: dict[int, list[Diagnostic]] = defaultdict(list)
         for diagnostic in diagnostics:
             self.by_line[diagnostic.line].append(diagnostic)
@@ -46,10 +46,10 @@ class Annotate(ContextAwareTransformer):
             body_start = self.get_metadata(PositionProvider, node.body).start.line
             header_end = body_start - 1 if isinstance(node.body, cst.IndentedBlock) else body_start
             self._claim(node, span.start.line, max(span.start.line, header_end))
-        return super().on_visit(node)
+        return True
+
 
     def on_leave(self, original_node, updated_node):
-        updated_node = super().on_leave(original_node, updated_node)
         if isinstance(original_node, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
             return self._annotated(original_node, updated_node)
         return updated_node

@@ -42,7 +42,8 @@ CODES: dict[str, Code] = {
     "PL109": Code("profiling", "change", "NVTX range converted",
                   "`torch.cuda.nvtx.range(...)` to the device-generic `torch.profiler.record_function(...)`"),
     "PL110": Code("imports", "change", "import added",
-                  "`import portlayer`, `import torch` or the vendor plugin (`import torch_npu`), once"),
+                  "`import portlayer`, `import torch` or the vendor plugin (`import torch_npu`), once; reported at "
+                  "the first conversion that needed it"),
     # PL2xx: CUDA-only libraries.
     "PL201": Code("library", "warning", "apex is CUDA-only",
                   "use `torch.amp` (portlayer.autocast/GradScaler), torch's fused optimizers and "

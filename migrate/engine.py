@@ -10,13 +10,14 @@ from __future__ import annotations
 import re
 
 import libcst as cst
-from libcst.codemod import CodemodContext
-from libcst.codemod.visitors import AddImportsVisitor, RemoveImportsVisitor
+from libcst.metadata import MetadataWrapper
 
-from migrate import annotate, regions
+from migrate import regions
+from migrate.annotate import Annotate
+from migrate.imports import ImportPlan
 from migrate.model import Change, Diagnostic, MigrationResult, SourceError
 from migrate.rules import RULES
-from migrate.targets import TARGETS, target_named
+from migrate.targets import TARGETS, Target, target_named
 
 __all__ = ["TARGETS", "migrate_source", "mentions_cuda", "SourceError", "MigrationResult"]
 
@@ -41,32 +42,37 @@ def migrate_source(source: str, target: str = "neutral", *, annotate: bool = Fal
     return run_rules(source, chosen, annotate=annotate)
 
 
-def run_rules(source: str, target, *, annotate: bool = False) -> MigrationResult:
+def run_rules(source: str, target: Target, *, annotate: bool = False) -> MigrationResult:
     """Every rule over `source`, without the prefilter (tests use it to check the prefilter is sound)."""
     tree = _parse(source)
-    context = CodemodContext(filename=None)
+    # Metadata (scopes, qualified names) is the expensive part: it is computed again only after a
+    # rule has changed the tree.
+    wrapper = MetadataWrapper(tree, unsafe_skip_copy=True)
+    code = source
+    imports = ImportPlan()
     excluded = regions.excluded_lines(source)
     changes: list[Change] = []
     diagnostics: list[Diagnostic] = []
     for rule_class in RULES:
-        if not re.search(rule_class.TRIGGER, tree.code, re.IGNORECASE):
+        if not rule_class.trigger.search(code):
             continue
-        rule = rule_class(context, target, excluded)
-        tree = rule.transform_module(tree)
-        changes += rule.changes
+        rule = rule_class(imports, target, excluded)
+        rewritten = wrapper.visit(rule)
         diagnostics += rule.diagnostics
+        if rule.changes:
+            changes += rule.changes
+            tree, code = rewritten, rewritten.code
+            wrapper = MetadataWrapper(tree, unsafe_skip_copy=True)
     diagnostics = sorted(set(diagnostics), key=lambda d: (d.line, d.col, d.code))
     if annotate and diagnostics:
-        tree = _annotated(tree, context, diagnostics)
-    if changes:
-        tree = AddImportsVisitor(context).transform_module(tree)
-        tree = RemoveImportsVisitor(context).transform_module(tree)
+        tree = wrapper.visit(Annotate(diagnostics))
     changes.sort(key=lambda c: (c.line, c.col, c.code))
+    if changes:
+        tree, added = imports.apply(tree)
+        # An added import is reported at the first conversion that needed it.
+        changes[1:1] = [Change("PL110", changes[0].line, changes[0].col, f"added `import {module}`")
+                        for module in added]
     return MigrationResult(tree.code, tuple(changes), tuple(diagnostics), source)
-
-
-def _annotated(tree: cst.Module, context: CodemodContext, diagnostics: list[Diagnostic]) -> cst.Module:
-    return annotate.Annotate(context, diagnostics).transform_module(tree)
 
 
 def _parse(source: str) -> cst.Module:

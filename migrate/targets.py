@@ -7,13 +7,12 @@ the device index expression.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Mapping, Optional
-
-from portlayer.backends import BY_NAME
-from portlayer.environment import aliases
 
 from migrate import cuda_api
+from portlayer.backends import BY_NAME
+from portlayer.environment import aliases
 
 TARGETS = ("neutral", "torch", "npu", "musa")
 
@@ -24,20 +23,20 @@ _ACCELERATOR = "{torch}.accelerator.current_accelerator()"
 class Target:
     name: str
     # The module the rewritten code needs ("portlayer", "torch_npu"), or None.
-    runtime_import: Optional[str]
+    runtime_import: str | None
     # Expressions for a device type string, a device (optionally indexed) and the collective backend.
     # None: the target spells them as string literals (`vendor` below).
-    device_type: Optional[str]
-    device: Optional[str]
-    indexed_device: Optional[str]
-    dist_backend: Optional[str]
+    device_type: str | None
+    device: str | None
+    indexed_device: str | None
+    dist_backend: str | None
     # Where a torch.cuda name the target mirrors lives: "{name}" is filled with the name.
     mirrored: str
     device_module: str
     amp: str = "portlayer.{name}"
     # For vendor targets: the device type ("npu"), collective ("hccl") and its name for env vars.
-    vendor: Optional[str] = None
-    vendor_dist_backend: Optional[str] = None
+    vendor: str | None = None
+    vendor_dist_backend: str | None = None
     # CUDA/NCCL variable -> (vendor variable, whether the value's units differ).
     env: Mapping[str, tuple[str, bool]] = field(default_factory=dict)
     # torch.backends.cudnn flag -> the vendor's equivalent expression.
@@ -48,7 +47,7 @@ class Target:
     def is_vendor(self) -> bool:
         return self.vendor is not None
 
-    def api(self, name: str) -> Optional[str]:
+    def api(self, name: str) -> str | None:
         """The expression template for `torch.cuda.<name>` on this target, or None when it has none."""
         if name in cuda_api.TORCH_GENERIC:
             return "{torch}." + cuda_api.TORCH_GENERIC[name]

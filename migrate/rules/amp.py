@@ -9,8 +9,6 @@ keywords. Other targets keep torch's classes and name the device type (the Devic
 
 from __future__ import annotations
 
-from typing import Optional
-
 import libcst as cst
 
 from migrate.rules.base import Rule
@@ -28,16 +26,6 @@ def is_cuda_literal(node: cst.BaseExpression) -> bool:
 
 class Amp(Rule):
     TRIGGER = r"amp|autocast|GradScaler"
-
-    def __init__(self, *args):
-        super().__init__(*args)
-        self.replacements: dict[cst.CSTNode, cst.BaseExpression] = {}
-
-    def visit_Import(self, node: cst.Import) -> bool:
-        return False
-
-    def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
-        return False
 
     def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
         if self.excluded(original_node):
@@ -119,5 +107,5 @@ class Amp(Rule):
         return node.with_changes(func=func, args=args)
 
 
-def original_args_value(original: cst.Call, index: Optional[int]) -> cst.BaseExpression:
+def original_args_value(original: cst.Call, index: int | None) -> cst.BaseExpression:
     return original.args[index].value

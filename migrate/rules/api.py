@@ -7,17 +7,17 @@ own rule.
 
 from __future__ import annotations
 
-from typing import Optional, Union
+from typing import Union
 
 import libcst as cst
 
 from migrate import cuda_api
-from migrate.rules.base import Rule
+from migrate.rules.base import ReferenceRule
 
 NameOrAttribute = Union[cst.Name, cst.Attribute]
 
 
-def torch_cuda_suffix(qualified: Optional[str]) -> Optional[str]:
+def torch_cuda_suffix(qualified: str | None) -> str | None:
     """"synchronize" for "torch.cuda.synchronize", "" for "torch.cuda", None for anything else."""
     if qualified == "torch.cuda":
         return ""
@@ -31,26 +31,10 @@ def owned_elsewhere(suffix: str) -> bool:
     return suffix in ("amp.custom_fwd", "amp.custom_bwd") or suffix.split(".")[0] in cuda_api.TENSOR_TYPES
 
 
-class TorchCudaApi(Rule):
+class TorchCudaApi(ReferenceRule):
     TRIGGER = r"cuda"
 
-    def __init__(self, *args):
-        super().__init__(*args)
-        self.replacements: dict[cst.CSTNode, cst.BaseExpression] = {}
-
-    def visit_Import(self, node: cst.Import) -> bool:
-        return False
-
-    def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
-        return False
-
-    def visit_Attribute(self, node: cst.Attribute) -> bool:
-        return self._visit(node)
-
-    def visit_Name(self, node: cst.Name) -> bool:
-        return self._visit(node)
-
-    def _visit(self, node: NameOrAttribute) -> bool:
+    def reference(self, node: NameOrAttribute) -> bool:
         suffix = torch_cuda_suffix(self.qualified(node))
         if suffix is None:
             return True
@@ -72,9 +56,3 @@ class TorchCudaApi(Rule):
         code = {"amp": "PL103", "nvtx": "PL109"}.get(head, "PL102")
         self.changed(code, node, f"torch.cuda.{suffix} -> {shown}" if suffix else f"torch.cuda -> {shown}")
         return False
-
-    def leave_Attribute(self, original_node, updated_node):
-        return self.replacements.get(original_node, updated_node)
-
-    def leave_Name(self, original_node, updated_node):
-        return self.replacements.get(original_node, updated_node)

@@ -3,11 +3,10 @@ changes and diagnostics with their positions in the input."""
 
 from __future__ import annotations
 
-from typing import ClassVar, Optional, Union
+import re
+from typing import ClassVar
 
 import libcst as cst
-from libcst.codemod import CodemodContext, ContextAwareTransformer
-from libcst.codemod.visitors import AddImportsVisitor, RemoveImportsVisitor
 from libcst.metadata import (
     ParentNodeProvider,
     PositionProvider,
@@ -16,6 +15,7 @@ from libcst.metadata import (
 )
 
 from migrate.codes import CODES
+from migrate.imports import ImportPlan
 from migrate.model import Change, Diagnostic
 from migrate.targets import Target
 
@@ -24,7 +24,7 @@ from migrate.targets import Target
 _STAR_MODULES = ("torch.cuda", "torch.cuda.amp")
 
 
-def dotted(node: cst.CSTNode) -> Optional[str]:
+def dotted(node: cst.CSTNode) -> str | None:
     """`a.b.c` for a chain of plain names and attributes, else None (calls, subscripts...)."""
     if isinstance(node, cst.Name):
         return node.value
@@ -34,31 +34,55 @@ def dotted(node: cst.CSTNode) -> Optional[str]:
     return None
 
 
-class Rule(ContextAwareTransformer):
+class Rule(cst.CSTTransformer):
     """One concern of the migration. Subclasses set TRIGGER (a regex: the rule can only fire on
-    sources it matches; the engine's prefilter is their union) and rewrite or report."""
+    sources it matches; the engine's prefilter is their union) and rewrite or report.
+
+    A plain CSTTransformer run through a shared MetadataWrapper, rather than libcst's codemod
+    commands: their matcher machinery and per-command metadata cost more than the rules themselves.
+    """
 
     TRIGGER: ClassVar[str]
+    trigger: ClassVar[re.Pattern]
     METADATA_DEPENDENCIES = (PositionProvider, QualifiedNameProvider, ParentNodeProvider)
 
-    def __init__(self, context: CodemodContext, target: Target, excluded: frozenset[int]):
-        super().__init__(context)
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "TRIGGER" in cls.__dict__:
+            cls.trigger = re.compile(cls.TRIGGER, re.IGNORECASE)
+
+    def __init__(self, imports: ImportPlan, target: Target, excluded: frozenset[int]):
+        super().__init__()
+        self.imports = imports
         self.target = target
         self.excluded_lines = excluded
         self.changes: list[Change] = []
         self.diagnostics: list[Diagnostic] = []
         self._star_names: dict[str, str] = {}
-        self._torch_alias: Optional[str] = None
+        self._torch_alias: str | None = None
+        # Original node -> its rewrite, filled top-down, applied on the way back up.
+        self.replacements: dict[cst.CSTNode, cst.BaseExpression] = {}
+        # Module-level imports by the name they bind: (module, imported object or None, alias or None).
+        self._imports: dict[str, list[tuple[str, str | None, str | None]]] = {}
+
+    # Import statements are the rules' input (aliases), never their output: no rule rewrites inside one.
+    def visit_Import(self, node: cst.Import) -> bool:
+        return False
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
+        return False
 
     # -- module facts -------------------------------------------------------------------------------
 
     def visit_Module(self, node: cst.Module) -> None:
         self._torch_alias = None
         self._star_names = {}
+        self._imports = {}
         for statement in node.body:
             if not isinstance(statement, cst.SimpleStatementLine):
                 continue
             for small in statement.body:
+                self._record_import(small)
                 if isinstance(small, cst.Import):
                     for alias in small.names:
                         if dotted(alias.name) == "torch" and self._torch_alias is None:
@@ -70,17 +94,37 @@ class Rule(ContextAwareTransformer):
                     if module in _STAR_MODULES:
                         self._star_names[module] = module
 
+    def _record_import(self, small: cst.BaseSmallStatement) -> None:
+        if isinstance(small, cst.Import):
+            for alias in small.names:
+                module = dotted(alias.name) or ""
+                asname = alias.evaluated_alias
+                bound = asname or module.split(".")[0]
+                self._imports.setdefault(bound, []).append((module, None, asname))
+        elif isinstance(small, cst.ImportFrom) and not small.relative and small.module is not None \
+                and not isinstance(small.names, cst.ImportStar):
+            module = dotted(small.module) or ""
+            for alias in small.names:
+                name = dotted(alias.name) or ""
+                asname = alias.evaluated_alias
+                self._imports.setdefault(asname or name, []).append((module, name, asname))
+
+    def _release_imports(self, node: cst.CSTNode) -> None:
+        """Ask for the imports `node` used to be removed, should the rewrite leave them unused."""
+        for name in _free_names(node):
+            self.imports.released.update(self._imports.get(name, ()))
+
     @property
     def torch(self) -> str:
         """The name `torch` is bound to in this module; records that `import torch` is needed if none."""
         if self._torch_alias is None:
-            AddImportsVisitor.add_needed_import(self.context, "torch")
+            self.imports.added.add("torch")
             return "torch"
         return self._torch_alias
 
     # -- resolution ---------------------------------------------------------------------------------
 
-    def qualified(self, node: cst.CSTNode) -> Optional[str]:
+    def qualified(self, node: cst.CSTNode) -> str | None:
         """The imported name `node` refers to (`torch.cuda.synchronize` for `th.cuda.synchronize` after
         `import torch as th`), or None for local names, shadowed names and anything not a plain chain."""
         if dotted(node) is None:
@@ -89,7 +133,7 @@ class Rule(ContextAwareTransformer):
         for name in names:
             if name.source is QualifiedNameSource.IMPORT:
                 return name.name
-        if not names and self._star_names and isinstance(node, (cst.Name, cst.Attribute)):
+        if not names and self._star_names and not self._is_attribute_name(node):
             head = node
             while isinstance(head, cst.Attribute):
                 head = head.value
@@ -97,7 +141,13 @@ class Rule(ContextAwareTransformer):
                 return self._from_star(dotted(node))
         return None
 
-    def _from_star(self, name: str) -> Optional[str]:
+    def _is_attribute_name(self, node: cst.CSTNode) -> bool:
+        """`b` in `a.b`, or a keyword's name: never a free name a star import could bind."""
+        parent = self.parent(node)
+        return (isinstance(parent, cst.Attribute) and parent.attr is node) or (
+            isinstance(parent, cst.Arg) and parent.keyword is node)
+
+    def _from_star(self, name: str) -> str | None:
         from migrate import cuda_api
 
         first = name.split(".")[0]
@@ -127,11 +177,11 @@ class Rule(ContextAwareTransformer):
         the rewritten code needs the target's runtime import unless `needs_runtime` is False."""
         line, col = self.position(node)
         self.changes.append(Change(code, line, col, message))
-        RemoveImportsVisitor.remove_unused_import_by_node(self.context, node)
+        self._release_imports(node)
         if needs_runtime and self.target.runtime_import is not None:
-            AddImportsVisitor.add_needed_import(self.context, self.target.runtime_import)
+            self.imports.added.add(self.target.runtime_import)
 
-    def report(self, code: str, node: cst.CSTNode, message: Optional[str] = None) -> None:
+    def report(self, code: str, node: cst.CSTNode, message: str | None = None) -> None:
         if self.excluded(node):
             return
         row = CODES[code]
@@ -140,7 +190,7 @@ class Rule(ContextAwareTransformer):
 
     # -- building code ------------------------------------------------------------------------------
 
-    def expression(self, template: str, **parts: Union[str, cst.BaseExpression]) -> cst.BaseExpression:
+    def expression(self, template: str, **parts: str | cst.BaseExpression) -> cst.BaseExpression:
         """Parse `template` with `{torch}` and any `{part}` filled in (nodes are rendered to code)."""
         values = {
             key: value if isinstance(value, str) else cst.Module([]).code_for_node(value)
@@ -155,3 +205,43 @@ class Rule(ContextAwareTransformer):
         """`name=value`, spaced as PEP 8 spaces keywords."""
         return cst.Arg(value, keyword=cst.Name(name),
                        equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")))
+
+
+def _free_names(node: cst.CSTNode) -> set[str]:
+    """The names `node` reads (`th` and `x` in `th.cuda.f(x.y)`; not the attribute names)."""
+    names: set[str] = set()
+
+    class Collect(cst.CSTVisitor):
+        def visit_Name(self, name: cst.Name) -> None:
+            names.add(name.value)
+
+        def visit_Attribute(self, attribute: cst.Attribute) -> bool:
+            attribute.value.visit(self)
+            return False
+
+        def visit_Arg(self, arg: cst.Arg) -> bool:
+            arg.value.visit(self)
+            return False
+
+    node.visit(Collect())
+    return names
+
+
+class ReferenceRule(Rule):
+    """A rule about imported names (`torch.cuda.X`, `torch.backends.cudnn.X`): `reference` sees each
+    outermost name or attribute chain and returns True to look inside it."""
+
+    def reference(self, node: cst.Name | cst.Attribute) -> bool:
+        raise NotImplementedError
+
+    def visit_Attribute(self, node: cst.Attribute) -> bool:
+        return self.reference(node)
+
+    def visit_Name(self, node: cst.Name) -> bool:
+        return self.reference(node)
+
+    def leave_Attribute(self, original_node, updated_node):
+        return self.replacements.get(original_node, updated_node)
+
+    def leave_Name(self, original_node, updated_node):
+        return self.replacements.get(original_node, updated_node)

@@ -12,7 +12,6 @@ through `a if c else b`, tuples in `in` tests, `"cuda:" + ...`, `"cuda:%d" % ...
 from __future__ import annotations
 
 import re
-from typing import Optional
 
 import libcst as cst
 import libcst.matchers as m
@@ -135,21 +134,21 @@ class Devices(StringRoleRule):
         receiver = self.qualified(node.value)
         return receiver is not None and receiver.split(".")[0] == "torch"
 
-    def _literal_index(self, node: StringNode) -> Optional[cst.BaseExpression]:
+    def _literal_index(self, node: StringNode) -> cst.BaseExpression | None:
         if isinstance(node, cst.FormattedString):
             hole = node.parts[1]
             return hole.expression if isinstance(hole, cst.FormattedStringExpression) else None
         text = node.evaluated_value
         return cst.Integer(text.split(":")[1]) if ":" in text else None
 
-    def _device(self, index: Optional[cst.BaseExpression]) -> cst.BaseExpression:
+    def _device(self, index: cst.BaseExpression | None) -> cst.BaseExpression:
         if index is None:
             return self.expression(self.target.device)
         return self.expression(self.target.indexed_device, index=index)
 
     # -- literal rewrites ---------------------------------------------------------------------------
 
-    def rewrite(self, node: StringNode, role: str) -> Optional[cst.BaseExpression]:
+    def rewrite(self, node: StringNode, role: str) -> cst.BaseExpression | None:
         if role == "handled":
             return node
         text = self.literal_text(node)

@@ -8,7 +8,6 @@ with one or with `get_backend()`; through `a if c else b` as for devices.
 from __future__ import annotations
 
 import re
-from typing import Optional
 
 import libcst as cst
 
@@ -60,7 +59,7 @@ class CollectiveBackend(StringRoleRule):
             for operand in operands:
                 self.assign_role(operand, BACKEND)
 
-    def rewrite(self, node: StringNode, role: str) -> Optional[cst.BaseExpression]:
+    def rewrite(self, node: StringNode, role: str) -> cst.BaseExpression | None:
         if self.target.is_vendor:
             return self.vendor_literal(node, "nccl", self.target.vendor_dist_backend)
         return self.expression(self.target.dist_backend)

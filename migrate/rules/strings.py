@@ -6,7 +6,7 @@ literals are rewritten on the way back up; a matching literal found in no role i
 from __future__ import annotations
 
 import re
-from typing import ClassVar, Optional, Union
+from typing import ClassVar, Union
 
 import libcst as cst
 
@@ -15,7 +15,7 @@ from migrate.rules.base import Rule
 StringNode = Union[cst.SimpleString, cst.FormattedString]
 
 
-def string_value(node: cst.CSTNode) -> Optional[str]:
+def string_value(node: cst.CSTNode) -> str | None:
     """The text of a plain (non-bytes, non-f) string literal, else None."""
     if isinstance(node, cst.SimpleString):
         value = node.evaluated_value
@@ -27,7 +27,7 @@ def is_docstring(parent: cst.CSTNode) -> bool:
     return isinstance(parent, cst.Expr)
 
 
-def last_identifier(node: cst.CSTNode) -> Optional[str]:
+def last_identifier(node: cst.CSTNode) -> str | None:
     """`device` for `self.args.device`, `device_type` for `device_type`, else None."""
     if isinstance(node, cst.Name):
         return node.value
@@ -45,9 +45,8 @@ class StringRoleRule(Rule):
     def __init__(self, *args):
         super().__init__(*args)
         self.roles: dict[cst.CSTNode, str] = {}
-        self.replacements: dict[cst.CSTNode, cst.BaseExpression] = {}
 
-    def assign_role(self, expression: Optional[cst.CSTNode], role: str) -> None:
+    def assign_role(self, expression: cst.CSTNode | None, role: str) -> None:
         """Give `role` to the literals `expression` evaluates to (through `a if c else b`)."""
         if expression is None:
             return
@@ -68,7 +67,7 @@ class StringRoleRule(Rule):
         ):
             self.assign_role(expression.func.value, role)  # "cuda:{}".format(i)
 
-    def literal_text(self, node: StringNode) -> Optional[str]:
+    def literal_text(self, node: StringNode) -> str | None:
         """The literal's text if it is one of this rule's (an f-string as its text with `{}` holes)."""
         if isinstance(node, cst.SimpleString):
             text = string_value(node)
@@ -76,7 +75,7 @@ class StringRoleRule(Rule):
             text = "".join(part.value if isinstance(part, cst.FormattedStringText) else "{}" for part in node.parts)
         return text if text is not None and self.LITERAL.match(text) else None
 
-    def rewrite(self, node: StringNode, role: str) -> Optional[cst.BaseExpression]:
+    def rewrite(self, node: StringNode, role: str) -> cst.BaseExpression | None:
         raise NotImplementedError
 
     def vendor_literal(self, node: StringNode, old: str, new: str) -> cst.BaseExpression:
