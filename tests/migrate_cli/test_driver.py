@@ -368,3 +368,17 @@ def test_quiet_prints_diagnostics_only_and_verbose_adds_changes_and_statistics(t
     assert f"{tmp_path / 'run.sh'}:2:7: PL604 " in verbose.stdout
     assert "  hint: " in verbose.stdout
     assert "category" in verbose.stderr and "converted" in verbose.stderr
+
+
+def test_annotate_comments_each_reported_statement_once(tmp_path, migrate):
+    path = tmp_path / "train.py"
+    path.write_text("import torch\n\ntorch.backends.cudnn.benchmark = True\n")
+
+    first = migrate(path, "--annotate")
+    again = migrate(path, "--annotate", "--check")
+
+    assert first.exit_code == 0 and again.exit_code == 0
+    lines = path.read_text().splitlines()
+    assert lines[2].startswith("# portlayer: PL302 ")
+    assert lines[3] == "torch.backends.cudnn.benchmark = True"
+    assert sum(line.startswith("# portlayer:") for line in lines) == 1
