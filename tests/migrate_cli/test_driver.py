@@ -382,3 +382,24 @@ def test_annotate_comments_each_reported_statement_once(tmp_path, migrate):
     assert lines[2].startswith("# portlayer: PL302 ")
     assert lines[3] == "torch.backends.cudnn.benchmark = True"
     assert sum(line.startswith("# portlayer:") for line in lines) == 1
+
+
+@pytest.mark.parametrize(
+    "target, expected",
+    [
+        ("neutral", "export CUDA_VISIBLE_DEVICES=0,1\n"),
+        ("torch", "export CUDA_VISIBLE_DEVICES=0,1\n"),
+        ("npu", "export ASCEND_RT_VISIBLE_DEVICES=0,1\n"),
+        ("musa", "export MUSA_VISIBLE_DEVICES=0,1\n"),
+    ],
+)
+def test_shell_scripts_per_target_through_the_command(tmp_path, migrate, target, expected):
+    script = write_tree(tmp_path, {"launch.sh": "export CUDA_VISIBLE_DEVICES=0,1\n"}) / "launch.sh"
+    script.chmod(0o755)
+
+    run = migrate(tmp_path, "--target", target)
+
+    assert run.exit_code == 0
+    assert script.read_text() == expected
+    assert stat.S_IMODE(script.stat().st_mode) == 0o755
+    assert (" PL604 " in run.stdout) == (target in ("neutral", "torch"))
