@@ -1,39 +1,44 @@
 """What `import portlayer` adds to `import torch`, and what selecting the backend on first use costs.
 
-Goal: `import portlayer` adds <= 50 ms. Run: python bench/import_time.py
+Goal: `import portlayer` adds <= 50 ms. Each round is a fresh interpreter that times its own imports,
+so interpreter start-up noise stays out of the figures. Run: python bench/import_time.py
 """
 
 from __future__ import annotations
 
+import json
 import statistics
 import subprocess
 import sys
-import time
 
 ROUNDS = 7
-PROGRAMS = {
-    "import torch": "import torch",
-    "import torch, portlayer": "import torch, portlayer",
-    "... + first API call": "import torch, portlayer; portlayer.device()",
-}
-
-
-def wall_ms(program: str) -> float:
-    start = time.perf_counter()
-    subprocess.run([sys.executable, "-c", program], check=True)
-    return (time.perf_counter() - start) * 1000
+PROGRAM = """
+import json, time
+t0 = time.perf_counter(); import torch
+t1 = time.perf_counter(); import portlayer
+t2 = time.perf_counter(); portlayer.device()
+t3 = time.perf_counter()
+print(json.dumps({"torch": t1 - t0, "portlayer": t2 - t1, "first_call": t3 - t2}))
+"""
 
 
 def main() -> None:
-    samples: dict[str, list[float]] = {name: [] for name in PROGRAMS}
-    for _ in range(ROUNDS):  # interleaved: each round runs every program once
-        for name, program in PROGRAMS.items():
-            samples[name].append(wall_ms(program))
-    anchor = statistics.median(samples["import torch"])
-    print(f"median wall time of {ROUNDS} interleaved runs each (fresh interpreters)")
-    for name, times in samples.items():
-        median = statistics.median(times)
-        print(f"{name:<28}{median:>9.1f} ms   +{median - anchor:6.1f} ms   ratio {median / anchor:.3f}")
+    rounds = [
+        json.loads(
+            subprocess.run([sys.executable, "-c", PROGRAM], check=True, capture_output=True, text=True).stdout
+        )
+        for _ in range(ROUNDS)
+    ]
+    median = {key: statistics.median(r[key] for r in rounds) * 1000 for key in rounds[0]}
+    anchor = median["torch"]
+    print(f"median of {ROUNDS} fresh interpreters")
+    print(f"import torch                   {anchor:8.1f} ms")
+    print(
+        f"import portlayer (after torch) {median['portlayer']:8.1f} ms   ratio {(anchor + median['portlayer']) / anchor:.3f}"
+    )
+    print(
+        f"first API call (selects)       {median['first_call']:8.1f} ms   ratio {(anchor + median['portlayer'] + median['first_call']) / anchor:.3f}"
+    )
     print("goal: import portlayer adds <= 50 ms")
 
 

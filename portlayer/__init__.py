@@ -13,7 +13,9 @@ from portlayer.api import BOUND as _BOUND
 from portlayer.errors import PortlayerError
 
 __version__ = "0.1.0"
-__all__ = ["PortlayerError", "activate", *_BOUND]
+# The drop-in's process-wide patches (`portlayer.patching`), loaded on first use.
+_PATCHING = ("patch", "unpatch", "patched")
+__all__ = ["PortlayerError", "activate", *_PATCHING, *_BOUND]
 
 
 def activate(name=None):
@@ -33,8 +35,13 @@ def __getattr__(name):
     if name in _BOUND:
         activate()
         return globals()[name]
+    if name in _PATCHING:
+        from portlayer import patching
+
+        globals().update({each: getattr(patching, each) for each in _PATCHING})
+        return globals()[name]
     raise AttributeError(f"module 'portlayer' has no attribute {name!r}")
 
 
 def __dir__():
-    return sorted(set(globals()) | set(_BOUND))
+    return sorted(set(globals()) | set(_BOUND) | set(_PATCHING))

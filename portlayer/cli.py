@@ -13,6 +13,7 @@ from portlayer.errors import PortlayerError
 SUBCOMMANDS = {
     "doctor": ("portlayer.doctor", "doctor", None),
     "migrate": ("migrate.cli", "migrate", "migrate"),
+    "preflight": ("reference_train.preflight_cli", "preflight", "train"),
 }
 
 

@@ -101,9 +101,23 @@ def activate(name: str | None = None) -> Backend:
     """Select a backend (`name`, else `PORTLAYER_BACKEND`, else probing) and bind portlayer's API to it."""
     global _selection
     selection = select(name)
-    vars(sys.modules["portlayer"]).update(build(selection))
+    namespace = vars(sys.modules["portlayer"])
+    namespace.update(build(selection))
+    _drop_lazy_lookup(namespace)
     _selection = selection
     return selection.backend
+
+
+def _drop_lazy_lookup(namespace: dict) -> None:
+    """Bind the remaining lazy names and remove the package's `__getattr__`.
+
+    CPython specialises attribute lookups only on modules without `__getattr__`: with it gone,
+    `portlayer.synchronize` costs what `torch.cuda.synchronize` costs.
+    """
+    from portlayer import patching
+
+    namespace.update({name: getattr(patching, name) for name in namespace["_PATCHING"]})
+    namespace.pop("__getattr__", None)
 
 
 def selection() -> Selection:

@@ -26,14 +26,14 @@ def run_python(code: str, *, fake_plugins: bool = True, env: dict | None = None,
     )
 
 
+def fresh_process_json(code: str, env: dict | None = None, timeout: int = 180):
+    """Run `code` in a fresh interpreter with the fake vendor plugins importable; return the JSON it prints
+    on its last line."""
+    result = run_python(code, env=env, timeout=timeout)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
 @pytest.fixture
 def in_fresh_process():
-    """Run code in a fresh interpreter with the fake vendor plugins importable; return what it prints as JSON
-    on its last line."""
-
-    def run(code: str, env: dict | None = None):
-        result = run_python(code, env=env)
-        assert result.returncode == 0, result.stderr
-        return json.loads(result.stdout.strip().splitlines()[-1])
-
-    return run
+    return fresh_process_json

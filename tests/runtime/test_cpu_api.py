@@ -140,3 +140,12 @@ def test_set_deterministic_switches_torch_and_back():
     finally:
         portlayer.set_deterministic(False)
     assert not torch.are_deterministic_algorithms_enabled()
+
+
+def test_after_binding_the_package_drops_its_lazy_getattr():
+    # CPython specialises attribute lookups only on modules without __getattr__: once every name is
+    # bound, `portlayer.synchronize` must be a plain module attribute hit.
+    import portlayer as package
+
+    assert "__getattr__" not in vars(package)
+    assert package.patch is package.patching.patch

@@ -1,12 +1,20 @@
 import json
 
+import pytest
 from click.testing import CliRunner
 
+import portlayer
 from portlayer.cli import cli
 
 
-def test_doctor_json_reports_backend_devices_versions_collective_and_a_live_check(monkeypatch):
+@pytest.fixture(autouse=True)
+def probed_backend(monkeypatch):
+    """Doctor reports the process's selection: make it the probed one, whatever ran before."""
     monkeypatch.delenv("PORTLAYER_BACKEND", raising=False)
+    portlayer.activate()
+
+
+def test_doctor_json_reports_backend_devices_versions_collective_and_a_live_check(monkeypatch):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
     result = CliRunner().invoke(cli, ["doctor", "--json"])
     assert result.exit_code == 0, result.output

@@ -1,0 +1,195 @@
+"""The drop-in's process-wide patches: what a CUDA script reaches without going through `portlayer.torch`.
+
+`import portlayer.torch as torch` retargets everything the script asks of `torch.…`. A few lines reach torch
+another way — `import torch.distributed as dist`, `from torch.nn.parallel import DistributedDataParallel`,
+and methods of the tensors and modules themselves (`.cuda()`, `.to("cuda:0")`) — and only those objects
+are patched, each listed in `PATCHES`. Every patch rewrites CUDA names only (see `retarget`), which on a
+machine without CUDA would otherwise fail, so working calls behave as before; `torch.cuda` itself is never
+touched, and other libraries keep seeing the truth there. On the cuda backend nothing is patched.
+
+`patch()` and `unpatch()` are idempotent; `unpatch()` puts back the very objects it replaced.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import inspect
+import pkgutil
+import threading
+import warnings
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from portlayer.retarget import Retarget
+
+
+def _rewriting(original: Callable, retarget: Retarget, **rewrites: str) -> Callable:
+    """`original`, with each named argument passed through the `Retarget` method named for it.
+
+    For calls made once per run (process groups, DDP), where binding the signature costs nothing that
+    matters and keeps every way of passing the argument (positional or keyword) covered.
+    """
+    signature = inspect.signature(original)
+    methods = {argument: getattr(retarget, method) for argument, method in rewrites.items()}
+
+    @functools.wraps(original)
+    def retargeted(*args, **kwargs):
+        bound = signature.bind(*args, **kwargs)
+        for argument, rewrite in methods.items():
+            if argument in bound.arguments:
+                bound.arguments[argument] = rewrite(bound.arguments[argument])
+        return original(*bound.args, **bound.kwargs)
+
+    return retargeted
+
+
+def _to(original: Callable, retarget: Retarget) -> Callable:
+    """`Tensor.to` / `Module.to`: called on every step, so the check for a CUDA name is inlined and cheap."""
+    wants = retarget.wants
+
+    @functools.wraps(original)
+    def to(self, *args, **kwargs):
+        if args and wants(args[0]):
+            args = (retarget.any(args[0]), *args[1:])
+        if kwargs and "device" in kwargs and wants(kwargs["device"]):
+            kwargs["device"] = retarget.any(kwargs["device"])
+        return original(self, *args, **kwargs)
+
+    return to
+
+
+def _tensor_cuda(original: Callable, retarget: Retarget) -> Callable:
+    import torch
+
+    tensor_to = torch.Tensor.to
+
+    @functools.wraps(original)
+    def cuda(self, device=None, non_blocking=False, memory_format=torch.preserve_format):
+        return tensor_to(self, retarget.index(device), non_blocking=non_blocking, memory_format=memory_format)
+
+    return cuda
+
+
+def _module_cuda(original: Callable, retarget: Retarget) -> Callable:
+    import torch
+
+    module_to = torch.nn.Module.to
+
+    @functools.wraps(original)
+    def cuda(self, device=None):
+        return module_to(self, retarget.index(device))
+
+    return cuda
+
+
+@dataclass(frozen=True)
+class Patch:
+    # "module" or "module:Class", as `pkgutil.resolve_name` reads it.
+    owner: str
+    attribute: str
+    # (the object being replaced, the active backend's Retarget) -> its replacement.
+    build: Callable[[Any, Retarget], Any]
+
+    @property
+    def name(self) -> str:
+        return f"{self.owner.replace(':', '.')}.{self.attribute}"
+
+
+# Everything the drop-in patches process-wide. `.cuda()` and the `.to()`s are built before
+# `Tensor.to`/`Module.to` are replaced, so they call the originals directly.
+PATCHES = (
+    Patch(
+        "torch.distributed",
+        "init_process_group",
+        lambda original, retarget: _rewriting(
+            original, retarget, backend="dist_backend", device_id="dist_device"
+        ),
+    ),
+    Patch(
+        "torch.distributed",
+        "new_group",
+        lambda original, retarget: _rewriting(original, retarget, backend="dist_backend"),
+    ),
+    Patch(
+        "torch.nn.parallel:DistributedDataParallel",
+        "__init__",
+        lambda original, retarget: _rewriting(
+            original, retarget, device_ids="ddp_devices", output_device="ddp_devices"
+        ),
+    ),
+    Patch("torch:Tensor", "cuda", _tensor_cuda),
+    Patch("torch.nn:Module", "cuda", _module_cuda),
+    Patch("torch:Tensor", "to", _to),
+    Patch("torch.nn:Module", "to", _to),
+)
+
+
+@dataclass(frozen=True)
+class _Applied:
+    patch: Patch
+    owner: Any
+    # What the owner's own namespace held before (`_ABSENT` when the attribute was inherited).
+    before: Any
+    replacement: Any
+
+
+_ABSENT = object()
+_lock = threading.Lock()
+_applied: list[_Applied] | None = None
+
+
+def patch() -> None:
+    """Apply the drop-in's patches for the active backend (nothing on cuda). Idempotent."""
+    global _applied
+    from portlayer import runtime
+
+    with _lock:
+        if _applied is not None:
+            return
+        retarget = Retarget(runtime.selection().backend)
+        applied: list[_Applied] = []
+        if not retarget.identity:
+            for entry in PATCHES:
+                owner = pkgutil.resolve_name(entry.owner)
+                before = vars(owner).get(entry.attribute, _ABSENT)
+                replacement = entry.build(getattr(owner, entry.attribute), retarget)
+                setattr(owner, entry.attribute, replacement)
+                applied.append(_Applied(entry, owner, before, replacement))
+        _applied = applied
+
+
+def unpatch() -> None:
+    """Put back every object `patch()` replaced, exactly. Idempotent."""
+    global _applied
+    with _lock:
+        if _applied is None:
+            return
+        for done in reversed(_applied):
+            if vars(done.owner).get(done.patch.attribute) is not done.replacement:
+                # Someone patched it again after us: putting ours back would throw theirs away.
+                warnings.warn(
+                    f"portlayer.unpatch: {done.patch.name} was replaced since; left as it is", stacklevel=2
+                )
+            elif done.before is _ABSENT:
+                delattr(done.owner, done.patch.attribute)
+            else:
+                setattr(done.owner, done.patch.attribute, done.before)
+        _applied = None
+
+
+def is_patched() -> bool:
+    return _applied is not None
+
+
+@contextlib.contextmanager
+def patched() -> Iterator[None]:
+    """`with portlayer.patched(): …` — the drop-in's patches inside the block, the state before restored after."""
+    already = is_patched()
+    patch()
+    try:
+        yield
+    finally:
+        if not already:
+            unpatch()

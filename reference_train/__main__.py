@@ -1,0 +1,142 @@
+"""`torchrun --nproc_per_node N -m reference_train --preset P …` (or `python -m reference_train` for one process)."""
+
+from __future__ import annotations
+
+import os
+import sys
+import traceback
+from pathlib import Path
+
+import click
+
+from portlayer import PortlayerError
+from reference_train.presets import PRESETS, get_preset
+
+FAULT_KINDS = ("exit", "hang")
+
+
+def parse_fault(ctx, param, value):
+    """`KIND@STEP:RANK`, e.g. `exit@5:1` (rank 1 dies at step 5) or `hang@3:0`."""
+    if value is None:
+        return None
+    try:
+        kind, rest = value.split("@")
+        step, rank = rest.split(":")
+        if kind not in FAULT_KINDS:
+            raise ValueError
+        return kind, int(step), int(rank)
+    except ValueError:
+        raise click.BadParameter(
+            f"expected KIND@STEP:RANK with KIND one of {', '.join(FAULT_KINDS)}"
+        ) from None
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.option("--preset", required=True, type=click.Choice(list(PRESETS)), help="Model preset.")
+@click.option("--steps", type=click.IntRange(min=1), help="Optimizer steps [preset's default].")
+@click.option(
+    "--per-device-batch", "per_device_batch", type=click.IntRange(min=1), help="Micro-batch per rank."
+)
+@click.option(
+    "--grad-accum", default=1, show_default=True, type=click.IntRange(min=1), help="Micro-batches per step."
+)
+@click.option("--seq-len", type=click.IntRange(min=4), help="Tokens per sample [preset's].")
+@click.option("--lr", type=click.FloatRange(min=0, min_open=True), help="Peak learning rate [preset's].")
+@click.option("--warmup-steps", type=click.IntRange(min=0), help="Linear warm-up steps [preset's].")
+@click.option("--seed", default=0, show_default=True, help="Seed of the weights, data order and masking.")
+@click.option("--precision", type=click.Choice(["fp32", "bf16", "fp16"]), default="fp32", show_default=True)
+@click.option(
+    "--tf32/--no-tf32", default=False, show_default=True, help="Allow TF32 matmuls (never in parity mode)."
+)
+@click.option(
+    "--parity/--no-parity",
+    default=False,
+    show_default=True,
+    help="Parity mode: dropout off, fp32 without TF32, deterministic algorithms, eager attention.",
+)
+@click.option(
+    "--keep-dropout", is_flag=True, help="Parity mode but dropout left on (shows what parity prevents)."
+)
+@click.option(
+    "--override-config",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="JSON object of model config fields to override (type-checked).",
+)
+@click.option(
+    "--model_name_or_path", "--model-name-or-path", "model_name_or_path", help="Local checkpoint or hub name."
+)
+@click.option("--trust-remote-code", is_flag=True, help="Allow a checkpoint's own modelling code to run.")
+@click.option(
+    "--data",
+    type=click.Path(exists=True, path_type=Path),
+    help="Your own .txt/.json/.jsonl/.parquet file or folder (a 'text' column) [built-in corpus].",
+)
+@click.option(
+    "--out", type=click.Path(dir_okay=False, path_type=Path), help="Write the run file here (JSON)."
+)
+@click.option(
+    "--checkpoint-dir", type=click.Path(file_okay=False, path_type=Path), help="Save checkpoints here."
+)
+@click.option(
+    "--save-every", default=0, show_default=True, type=click.IntRange(min=0), help="Checkpoint every N steps."
+)
+@click.option("--resume", is_flag=True, help="Continue from the newest checkpoint in --checkpoint-dir.")
+@click.option(
+    "--timeout",
+    "timeout_s",
+    default=600.0,
+    show_default=True,
+    type=click.FloatRange(min=1),
+    help="Collective timeout (s).",
+)
+@click.option(
+    "--log-every", default=10, show_default=True, type=click.IntRange(min=0), help="Log a line every N steps."
+)
+@click.option("-q", "--quiet", is_flag=True, help="No progress output.")
+@click.option(
+    "--fault", callback=parse_fault, hidden=True, help="Testing: KIND@STEP:RANK makes a rank exit or hang."
+)
+def main(preset, steps, per_device_batch, seq_len, lr, warmup_steps, **rest):
+    """Train a HuggingFace model with DDP on the active backend (portlayer), optionally in parity mode."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    rank = os.environ.get("RANK", "0")
+    try:
+        run(preset, steps, per_device_batch, seq_len, lr, warmup_steps, rest)
+    except Exception as exc:
+        if os.environ.get("PORTLAYER_TRACEBACK"):
+            traceback.print_exc()
+        first_line = (str(exc).strip().splitlines() or [""])[0]
+        if not isinstance(exc, PortlayerError):
+            first_line = f"{type(exc).__name__}: {first_line}"
+        click.echo(f"reference_train: rank {rank}: error: {first_line}", err=True)
+        sys.stderr.flush()
+        # A distributed job whose peer died cannot shut down cleanly: leave now, torchrun reaps the rest.
+        os._exit(1)
+
+
+def run(preset_name, steps, per_device_batch, seq_len, lr, warmup_steps, rest) -> None:
+    from transformers.utils import logging as hf_logging
+
+    from reference_train.train import Options, train
+
+    hf_logging.set_verbosity_error()
+    preset = get_preset(preset_name)
+    if rest["parity"] and (rest["precision"] != "fp32" or rest["tf32"]):
+        raise PortlayerError("parity mode trains in fp32 without TF32: drop --precision/--tf32 or --parity")
+    if rest["resume"] and not rest["checkpoint_dir"]:
+        raise PortlayerError("--resume needs --checkpoint-dir")
+    options = Options(
+        preset=preset,
+        steps=steps or preset.default_steps,
+        per_device_batch=per_device_batch or preset.per_device_batch,
+        seq_len=seq_len or preset.seq_len,
+        lr=lr or preset.lr,
+        warmup_steps=preset.warmup_steps if warmup_steps is None else warmup_steps,
+        command=["-m", "reference_train", *sys.argv[1:]],
+        **rest,
+    )
+    train(options)
+
+
+if __name__ == "__main__":
+    main(prog_name="python -m reference_train")

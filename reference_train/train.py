@@ -1,0 +1,449 @@
+"""The training loop: DDP through portlayer, AdamW with a warm-up + cosine schedule, parity records.
+
+Every device-related call goes through portlayer (device, collective backend, RNG, sync, autocast,
+memory), so the same loop runs on cuda, npu, musa, xpu, … and the cpu.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import math
+import os
+import resource
+import sys
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+import portlayer
+from portlayer import PortlayerError
+from reference_train import checkpoint, data, runfile
+from reference_train.parity import functional_dropout_off
+from reference_train.presets import Preset, build_config, build_model, read_override_file
+
+STARTUP_TIMEOUT = timedelta(minutes=30)
+PRECISIONS = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+# Config keys that describe the software or the checkpoint, not the experiment.
+_VOLATILE_CONFIG_KEYS = ("transformers_version", "_name_or_path", "architectures", "dtype", "torch_dtype")
+
+
+@dataclass
+class Options:
+    preset: Preset
+    steps: int
+    per_device_batch: int
+    grad_accum: int = 1
+    seq_len: int = 64
+    lr: float = 1e-3
+    warmup_steps: int = 5
+    seed: int = 0
+    precision: str = "fp32"
+    tf32: bool = False
+    parity: bool = False
+    keep_dropout: bool = False
+    override_config: Path | None = None
+    model_name_or_path: str | None = None
+    trust_remote_code: bool = False
+    data: Path | None = None
+    out: Path | None = None
+    checkpoint_dir: Path | None = None
+    save_every: int = 0
+    resume: bool = False
+    timeout_s: float = 600.0
+    log_every: int = 10
+    quiet: bool = False
+    fault: tuple[str, int, int] | None = None  # (kind, step, rank): for tests of failure handling
+    command: list[str] = field(default_factory=list)
+
+
+@dataclass
+class World:
+    rank: int
+    local_rank: int
+    size: int
+    distributed: bool
+    # Training collectives use this group, whose timeout is `--timeout`; start-up and checkpoints, which
+    # may wait on slow ranks legitimately, use the default group and its generous timeout.
+    group: Any = None
+
+    @classmethod
+    def from_env(cls) -> World:
+        size = int(os.environ.get("WORLD_SIZE", "1"))
+        return cls(
+            rank=int(os.environ.get("RANK", "0")),
+            local_rank=int(os.environ.get("LOCAL_RANK", "0")),
+            size=size,
+            distributed="RANK" in os.environ,
+        )
+
+    def all_reduce(self, values: list[float], op=None) -> list[float]:
+        tensor = torch.tensor(values, dtype=torch.float64)
+        if self.distributed:
+            # The collective runs on the device its backend serves (gloo: cpu; nccl, hccl, …: the device).
+            tensor = tensor.to(
+                portlayer.device(self.local_rank) if portlayer.backend().is_accelerator else "cpu"
+            )
+            dist.all_reduce(tensor, op=op or dist.ReduceOp.SUM, group=self.group)
+        return tensor.cpu().tolist()
+
+    def barrier(self) -> None:
+        if self.distributed:
+            dist.barrier()
+
+
+def sha256_tensors(tensors) -> str:
+    digest = hashlib.sha256()
+    for name, tensor in tensors:
+        digest.update(f"{name}:{tensor.dtype}:{tuple(tensor.shape)};".encode())
+        digest.update(tensor.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes())
+    return digest.hexdigest()
+
+
+def config_hash(config, options: Options) -> str:
+    """What defines the experiment: the model config and the training hyperparameters, not the world size."""
+    config_dict = {k: v for k, v in config.to_dict().items() if k not in _VOLATILE_CONFIG_KEYS}
+    experiment = {
+        "preset": options.preset.name,
+        "task": options.preset.task,
+        "config": config_dict,
+        "per_device_batch": options.per_device_batch,
+        "grad_accum": options.grad_accum,
+        "seq_len": options.seq_len,
+        "steps": options.steps,
+        "lr": options.lr,
+        "warmup_steps": options.warmup_steps,
+        "weight_decay": options.preset.weight_decay,
+        "max_grad_norm": options.preset.max_grad_norm,
+        "seed": options.seed,
+        "precision": options.precision,
+        "tf32": options.tf32,
+        "parity": options.parity,
+    }
+    return hashlib.sha256(json.dumps(experiment, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def data_checksum(blocks: data.Blocks, order: data.Order, samples: int) -> str:
+    """sha256 of the training token ids the run consumes, in run order (before masked-LM masking)."""
+    digest = hashlib.sha256()
+    chunk = 4096
+    for first in range(0, samples, chunk):
+        rows = order.blocks_at(torch.arange(first, min(first + chunk, samples)))
+        digest.update(blocks.train[rows].numpy().tobytes())
+    return digest.hexdigest()
+
+
+def vendor_info() -> dict:
+    backend = portlayer.backend()
+    module = backend.vendor_module
+    if module is None:
+        return {"module": None, "version": None}
+    return {"module": module, "version": getattr(sys.modules.get(module), "__version__", None)}
+
+
+def host_peak_rss_bytes() -> int:
+    # ru_maxrss is in KiB on Linux (bytes on macOS).
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak if sys.platform == "darwin" else peak * 1024
+
+
+def set_tf32(on: bool) -> None:
+    torch.set_float32_matmul_precision("high" if on else "highest")
+    torch.backends.cuda.matmul.allow_tf32 = on
+    torch.backends.cudnn.allow_tf32 = on
+
+
+class Logger:
+    """Rank-0 output: a progress bar on a terminal, a line every `log_every` steps, nothing when quiet."""
+
+    def __init__(self, world: World, options: Options, first_step: int):
+        self.active = world.rank == 0 and not options.quiet
+        self.every = options.log_every
+        self.bar = None
+        if self.active and sys.stderr.isatty():
+            from tqdm import tqdm
+
+            self.bar = tqdm(
+                total=options.steps, initial=first_step - 1, desc=options.preset.name, unit="step"
+            )
+
+    def info(self, message: str) -> None:
+        if not self.active:
+            return
+        if self.bar is not None:
+            self.bar.write(message)
+        else:
+            print(message, flush=True)
+
+    def step(self, record: dict, steps: int) -> None:
+        if self.bar is not None:
+            self.bar.update(1)
+            self.bar.set_postfix(loss=f"{record['loss']:.4f}")
+        if self.every and (record["step"] % self.every == 0 or record["step"] == steps):
+            self.info(
+                f"step {record['step']}/{steps}  loss {record['loss']:.6f}  lr {record['lr']:.3e}  "
+                f"{record['tokens_per_s']:,.0f} tok/s"
+            )
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+def inject_fault(options: Options, world: World, step: int) -> None:
+    """`--fault KIND@STEP:RANK`: make one rank die or hang at a step, to test that the job ends cleanly."""
+    if options.fault is None:
+        return
+    kind, at_step, at_rank = options.fault
+    if step != at_step or world.rank != at_rank:
+        return
+    if kind == "exit":
+        print(
+            f"reference_train: rank {world.rank}: injected fault: exiting at step {step}",
+            file=sys.stderr,
+            flush=True,
+        )
+        os._exit(1)  # like a kill: no cleanup, no goodbye to the other ranks
+    time.sleep(3600)  # "hang": the others must time out in their next collective
+
+
+def train(options: Options) -> dict | None:
+    """Run the training job of this process (one rank); returns the run record on rank 0."""
+    world = World.from_env()
+    if options.parity:
+        # Before the first kernel and before the collective starts: some switches are read at start-up.
+        portlayer.set_deterministic(True)
+    set_tf32(options.tf32)
+    device = portlayer.device(world.local_rank)
+    if portlayer.backend().is_accelerator:
+        portlayer.set_device(world.local_rank)
+    if world.distributed:
+        dist.init_process_group(portlayer.dist_backend(), timeout=STARTUP_TIMEOUT)
+    try:
+        with (
+            functional_dropout_off()
+            if options.parity and not options.keep_dropout
+            else contextlib.nullcontext()
+        ):
+            return _train(options, world, device)
+    except RuntimeError as exc:
+        if world.distributed and "timed out" in str(exc).lower():
+            raise PortlayerError(
+                f"a collective timed out after {options.timeout_s:g} s: another rank is stuck or gone"
+            ) from exc
+        raise
+    finally:
+        if world.distributed:
+            dist.destroy_process_group()
+
+
+def _train(options: Options, world: World, device: torch.device) -> dict | None:
+    preset = options.preset
+    overrides = read_override_file(options.override_config) if options.override_config else None
+    config, zeroed = build_config(
+        preset,
+        parity=options.parity and not options.keep_dropout,
+        config_overrides=overrides,
+        model_name_or_path=options.model_name_or_path,
+        trust_remote_code=options.trust_remote_code,
+        override_source=f"--override-config {options.override_config}",
+    )
+    model = build_model(
+        preset,
+        seed=options.seed,
+        parity=options.parity,
+        model_name_or_path=options.model_name_or_path,
+        trust_remote_code=options.trust_remote_code,
+        config=config,
+    )
+    init_checksum = sha256_tensors(model.state_dict().items())
+    model.to(device)
+    blocks = data.load_blocks(preset.task, options.seq_len, options.data)
+    if world.distributed:
+        world.barrier()  # every rank is ready: from here on a silent rank is a failure
+        world.group = dist.new_group(timeout=timedelta(seconds=options.timeout_s))
+        model = torch.nn.parallel.DistributedDataParallel(
+            model, device_ids=portlayer.ddp_device_ids(device), process_group=world.group
+        )
+    core = model.module if world.distributed else model
+    vocab = core.config.vocab_size
+    if len(blocks.tokenizer) > vocab:
+        raise PortlayerError(
+            f"the tokenizer has {len(blocks.tokenizer)} tokens but the model's vocabulary {vocab}"
+        )
+    order = data.Order(len(blocks.train), options.seed)
+    micro = options.per_device_batch
+    global_batch = micro * world.size * options.grad_accum
+
+    optimizer = torch.optim.AdamW(model.parameters(), lr=options.lr, weight_decay=preset.weight_decay)
+    from transformers import get_cosine_schedule_with_warmup
+
+    scheduler = get_cosine_schedule_with_warmup(optimizer, options.warmup_steps, options.steps)
+    scaler = portlayer.GradScaler(enabled=options.precision == "fp16")
+    experiment = config_hash(core.config, options)
+
+    records: list[dict] = []
+    start = 1
+    resume_from = (
+        checkpoint.latest(options.checkpoint_dir) if options.resume and options.checkpoint_dir else None
+    )
+    if resume_from is not None:
+        state = checkpoint.load(resume_from, world.rank)
+        if state["config_hash"] != experiment or state["world_size"] != world.size:
+            raise PortlayerError(
+                f"{resume_from}: saved by a different experiment or world size; not resuming"
+            )
+        core.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        scheduler.load_state_dict(state["scheduler"])
+        scaler.load_state_dict(state["scaler"])
+        records = state["records"]
+        start = state["step"] + 1
+
+    log = Logger(world, options, start)
+    if resume_from is not None:
+        log.info(f"resumed from {resume_from} at step {start}")
+    autocast_dtype = PRECISIONS[options.precision]
+    model.train()
+    for step in range(start, options.steps + 1):
+        inject_fault(options, world, step)
+        began = time.perf_counter()
+        lr = scheduler.get_last_lr()[0]
+        optimizer.zero_grad(set_to_none=True)
+        loss_sum, tokens = 0.0, 0
+        for accum_index in range(options.grad_accum):
+            first = ((step - 1) * options.grad_accum + accum_index) * micro * world.size + world.rank * micro
+            batch = {
+                k: v.to(device)
+                for k, v in data.train_batch(blocks, order, first, micro, options.seed).items()
+            }
+            last = accum_index == options.grad_accum - 1
+            # Gradients are all-reduced once per step, on the last micro-batch.
+            sync = contextlib.nullcontext() if last or not world.distributed else model.no_sync()
+            with sync:
+                with portlayer.autocast(enabled=options.precision != "fp32", dtype=autocast_dtype):
+                    loss = model(**batch).loss
+                scaler.scale(loss / options.grad_accum).backward()
+            loss_sum += loss.detach().float().item()
+            tokens += int(batch["attention_mask"].sum())
+        scaler.unscale_(optimizer)  # clip the true gradients, not the fp16-scaled ones
+        torch.nn.utils.clip_grad_norm_(model.parameters(), preset.max_grad_norm)
+        scaler.step(optimizer)
+        scaler.update()
+        scheduler.step()
+        portlayer.synchronize()
+        elapsed = time.perf_counter() - began
+        mean_loss, all_tokens = world.all_reduce([loss_sum / options.grad_accum, tokens])
+        (peak,) = world.all_reduce([portlayer.max_memory_allocated(device)], op=dist.ReduceOp.MAX)
+        record = {
+            "step": step,
+            "loss": mean_loss / world.size,
+            "tokens_per_s": all_tokens / elapsed,
+            "peak_memory_bytes": int(peak),
+            "lr": lr,
+            "seconds": elapsed,
+        }
+        records.append(record)
+        log.step(record, options.steps)
+        if options.checkpoint_dir and options.save_every and step % options.save_every == 0:
+            state = {
+                "model": core.state_dict(),
+                "optimizer": optimizer.state_dict(),
+                "scheduler": scheduler.state_dict(),
+                "scaler": scaler.state_dict(),
+                "records": records,
+                "step": step,
+                "config_hash": experiment,
+                "world_size": world.size,
+            }
+            checkpoint.save(options.checkpoint_dir, step, world.rank, state, world.barrier)
+    log.close()
+
+    eval_loss = evaluate(model, blocks, world, device, options)
+    (host_peak,) = world.all_reduce([host_peak_rss_bytes()], op=dist.ReduceOp.MAX)
+    if world.rank != 0:
+        return None
+    timed = records[1:] or records  # the first step pays for warm-up (allocations, kernel selection)
+    run = {
+        "schema": runfile.SCHEMA,
+        "preset": preset.name,
+        "metadata": {
+            "backend": portlayer.backend().name,
+            "device_type": portlayer.device_type(),
+            "device_name": portlayer.get_device_name(device),
+            "torch": torch.__version__,
+            "transformers": __import__("transformers").__version__,
+            "vendor": vendor_info(),
+            "world_size": world.size,
+            "per_device_batch": micro,
+            "grad_accum": options.grad_accum,
+            "global_batch": global_batch,
+            "seq_len": options.seq_len,
+            "steps": options.steps,
+            "lr": options.lr,
+            "warmup_steps": options.warmup_steps,
+            "precision": options.precision,
+            "tf32": options.tf32,
+            "deterministic": torch.are_deterministic_algorithms_enabled(),
+            "seed": options.seed,
+            "parity": options.parity,
+            "config_hash": experiment,
+            "data_checksum": data_checksum(blocks, order, options.steps * global_batch),
+            "init_weights_checksum": init_checksum,
+            "dropout_fields_zeroed": zeroed,
+            "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "command": options.command,
+            "model_name_or_path": options.model_name_or_path,
+            "data": str(options.data) if options.data else None,
+        },
+        "steps": [{k: v for k, v in r.items() if k != "seconds"} for r in records],
+        "summary": {
+            "tokens_per_s": sum(r["tokens_per_s"] * r["seconds"] for r in timed)
+            / sum(r["seconds"] for r in timed),
+            "peak_memory_bytes": max(r["peak_memory_bytes"] for r in records),
+            "eval_loss": eval_loss,
+            "perplexity": math.exp(eval_loss) if eval_loss < 700 else math.inf,
+            # The cpu has no device allocator to ask: the most resident memory of any rank's process.
+            "host_peak_rss_bytes": int(host_peak),
+        },
+    }
+    log.info(
+        f"{preset.name}: loss {records[0]['loss']:.4f} -> {records[-1]['loss']:.4f} in {options.steps} steps, "
+        f"eval loss {eval_loss:.4f} (perplexity {run['summary']['perplexity']:.2f}), "
+        f"{run['summary']['tokens_per_s']:,.0f} tok/s"
+    )
+    if options.out:
+        runfile.write_run(options.out, run)
+        log.info(f"wrote {options.out}")
+    return run
+
+
+@torch.no_grad()
+def evaluate(model, blocks: data.Blocks, world: World, device: torch.device, options: Options) -> float:
+    """Mean loss over the held-out blocks, each rank taking every world-size-th batch, weighted by tokens."""
+    model.eval()
+    loss_sum, weight = 0.0, 0
+    size = options.per_device_batch
+    for index, first in enumerate(range(0, len(blocks.eval), size)):
+        if index % world.size != world.rank:
+            continue
+        batch = {k: v.to(device) for k, v in data.eval_batch(blocks, first, size, options.seed).items()}
+        with portlayer.autocast(enabled=options.precision != "fp32", dtype=PRECISIONS[options.precision]):
+            loss = model(**batch).loss
+        # Causal LMs predict every token but the first; masked LMs the masked ones.
+        targets = (
+            int((batch["labels"][:, 1:] != -100).sum())
+            if blocks.task == "causal-lm"
+            else int((batch["labels"] != -100).sum())
+        )
+        loss_sum += loss.float().item() * targets
+        weight += targets
+    model.train()
+    total, total_weight = world.all_reduce([loss_sum, weight])
+    return total / max(total_weight, 1)

@@ -1,0 +1,64 @@
+"""The CUDA DDP example, with only `import torch` changed, trains under torchrun on 2 cpu processes.
+
+Its loss must match plain single-process torch doing what DDP does: each step, the mean of the two ranks'
+losses (DDP averages the ranks' gradients), one AdamW step.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+from conftest import REPO
+from transformers import GPT2Config, GPT2LMHeadModel
+
+STEPS, WORLD_SIZE, BATCH_SIZE, SEQ_LEN, LR, SEED = 4, 2, 4, 32, 1e-3, 0
+
+
+def reference_losses() -> list[float]:
+    torch.manual_seed(SEED)
+    config = GPT2Config(n_layer=2, n_head=2, n_embd=64, vocab_size=512, n_positions=SEQ_LEN,
+                        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)  # fmt: skip
+    model = GPT2LMHeadModel(config)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=LR)
+    generator = torch.Generator().manual_seed(SEED)
+    tokens = torch.randint(
+        0, config.vocab_size, (STEPS, WORLD_SIZE, BATCH_SIZE, SEQ_LEN), generator=generator
+    )
+    losses = []
+    for step in range(STEPS):
+        optimizer.zero_grad(set_to_none=True)
+        batches = tokens[step]
+        loss = sum(model(input_ids=batch, labels=batch).loss for batch in batches) / WORLD_SIZE
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    return losses
+
+
+@pytest.fixture(scope="module")
+def dropin_script(tmp_path_factory):
+    original = (REPO / "examples" / "cuda_ddp_train.py").read_text()
+    ported = original.replace("\nimport torch\n", "\nimport portlayer.torch as torch\n", 1)
+    changed = [pair for pair in zip(original.splitlines(), ported.splitlines()) if pair[0] != pair[1]]
+    assert changed == [("import torch", "import portlayer.torch as torch")]
+    script = tmp_path_factory.mktemp("ported") / "cuda_ddp_train.py"
+    script.write_text(ported)
+    return script
+
+
+def test_trains_under_torchrun_with_gloo_and_matches_plain_torch(dropin_script, tmp_path):
+    losses_out = tmp_path / "losses.json"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PORTLAYER_", "FAKE_"))}
+    env.update(PYTHONPATH=str(REPO), OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    result = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={WORLD_SIZE}",
+         str(dropin_script), "--steps", str(STEPS), "--losses_out", str(losses_out)],
+        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-4000:]
+    losses = json.loads(losses_out.read_text())
+    assert losses == pytest.approx(reference_losses(), rel=1e-5)
+    assert len(set(losses)) == STEPS  # the weights moved every step

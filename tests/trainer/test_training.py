@@ -1,0 +1,80 @@
+"""The training loop in this process (world size 1): what parity mode holds fixed, and what breaks it.
+
+A 1-rank run over the same global batch as the 2-rank baseline trains on the same samples in the same
+order, so it must reproduce the baseline's losses; with dropout on, or the learning rate 10% off, it
+must not.
+"""
+
+import dataclasses
+import math
+
+import pytest
+
+from reference_train.presets import get_preset
+from reference_train.train import Options, train
+from tests.trainer.helpers import RTOL, baseline, max_relative_difference
+
+pytestmark = pytest.mark.usefixtures("restore_torch_switches")
+
+
+def gpt2_tiny_like_baseline(**changes) -> Options:
+    """One rank with the 2-rank baseline's global batch (2 x 8) and its hyperparameters."""
+    preset = get_preset("gpt2-tiny")
+    recorded = baseline("gpt2-tiny")["metadata"]
+    options = Options(
+        preset=preset,
+        steps=recorded["steps"],
+        per_device_batch=recorded["global_batch"],
+        seq_len=recorded["seq_len"],
+        lr=recorded["lr"],
+        warmup_steps=recorded["warmup_steps"],
+        seed=recorded["seed"],
+        parity=True,
+        quiet=True,
+    )
+    return dataclasses.replace(options, **changes)
+
+
+def test_one_rank_reproduces_the_two_rank_baseline_and_its_checksums():
+    expected = baseline("gpt2-tiny")
+    run = train(gpt2_tiny_like_baseline())
+    assert max_relative_difference(expected, run) < RTOL
+    for key in ("data_checksum", "init_weights_checksum", "dropout_fields_zeroed"):
+        assert run["metadata"][key] == expected["metadata"][key]
+    assert run["summary"]["perplexity"] == pytest.approx(math.exp(run["summary"]["eval_loss"]))
+    assert run["summary"]["eval_loss"] == pytest.approx(expected["summary"]["eval_loss"], rel=RTOL)
+
+
+def test_gradient_accumulation_matches_the_whole_batch():
+    options = gpt2_tiny_like_baseline(steps=8)
+    whole = train(options)
+    accumulated = train(
+        dataclasses.replace(options, per_device_batch=options.per_device_batch // 2, grad_accum=2)
+    )
+    assert max_relative_difference(whole, accumulated) < RTOL
+    assert accumulated["metadata"]["global_batch"] == whole["metadata"]["global_batch"]
+
+
+@pytest.mark.parametrize(
+    "change", [{"keep_dropout": True}, {"lr": 1.1e-3}], ids=["dropout-left-on", "learning-rate-perturbed"]
+)
+def test_what_parity_mode_guards_against_shows_as_divergence(change):
+    run = train(gpt2_tiny_like_baseline(**change))
+    assert max_relative_difference(baseline("gpt2-tiny"), run) > 100 * RTOL
+
+
+def test_mixed_precision_trains_close_to_fp32_but_not_equal():
+    fp32 = train(gpt2_tiny_like_baseline(steps=10, parity=False))
+    for precision in ("bf16", "fp16"):
+        run = train(gpt2_tiny_like_baseline(steps=10, parity=False, precision=precision))
+        losses = [step["loss"] for step in run["steps"]]
+        assert losses[-1] < losses[0] - 0.2, precision
+        assert 0 < max_relative_difference(fp32, run) < 0.05, precision
+
+
+def test_tokens_per_second_counts_the_tokens_processed():
+    run = train(gpt2_tiny_like_baseline(steps=3))
+    tokens_per_step = run["metadata"]["global_batch"] * run["metadata"]["seq_len"]
+    for step in run["steps"]:
+        assert step["tokens_per_s"] > 0 and tokens_per_step / step["tokens_per_s"] < 60  # seconds per step
+    assert run["summary"]["host_peak_rss_bytes"] > 50 * 2**20
