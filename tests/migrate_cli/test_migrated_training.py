@@ -12,12 +12,16 @@ from __future__ import annotations
 import json
 import math
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "cuda_ddp_train.py"
 STEPS = 6
+TIMEOUT_S = 240
 
 
 def torchrun(script: Path, nproc: int, batch_size: int, losses: Path) -> subprocess.Popen:
@@ -38,9 +42,26 @@ def torchrun(script: Path, nproc: int, batch_size: int, losses: Path) -> subproc
         "--losses_out",
         str(losses),
     ]
+    # A session of its own, so that a rank stuck at exit is ended with the launcher (killpg below).
     return subprocess.Popen(
-        command, cwd=script.parent, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        command,
+        cwd=script.parent,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
     )
+
+
+def finish(process: subprocess.Popen) -> None:
+    try:
+        output, _ = process.communicate(timeout=TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        output, _ = process.communicate()
+        pytest.fail(f"torchrun did not finish in {TIMEOUT_S} s:\n{output[-3000:]}")
+    assert process.returncode == 0, output[-3000:]
 
 
 def test_migrated_cuda_ddp_script_trains_on_cpu_like_a_single_process(tmp_path, migrate):
@@ -56,8 +77,7 @@ def test_migrated_cuda_ddp_script_trains_on_cpu_like_a_single_process(tmp_path, 
     ddp, single = tmp_path / "ddp.json", tmp_path / "single.json"
     runs = [torchrun(script, 2, 4, ddp), torchrun(script, 1, 8, single)]  # side by side: half the wait
     for process in runs:
-        output, _ = process.communicate(timeout=300)
-        assert process.returncode == 0, output[-3000:]
+        finish(process)
 
     ddp_losses, single_losses = json.loads(ddp.read_text()), json.loads(single.read_text())
     assert len(ddp_losses) == len(single_losses) == STEPS

@@ -86,7 +86,9 @@ def python_with_cuda(draw) -> str:
 @settings(PROFILE, max_examples=15)
 @given(source=python_with_cuda(), target=TARGETS)
 # Found by this test: a form feed in the indentation once made adding an import raise.
-@example(source="class A:\n\t\x0c\tpass\nfrom torch.cuda import amp\ny = t.to(f'cuda:{rank}')\n", target="npu")
+@example(
+    source="class A:\n\t\x0c\tpass\nfrom torch.cuda import amp\ny = t.to(f'cuda:{rank}')\n", target="npu"
+)
 def test_generated_python_with_cuda_mixed_in(source, target):
     assert engine.mentions_cuda(source)
     assert_sound(source, target)
