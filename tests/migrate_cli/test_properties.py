@@ -20,7 +20,9 @@ from migrate.walk import Found
 PROFILE = settings.get_profile("migrate")
 TARGETS = st.sampled_from(engine.TARGETS)
 
-IMPORTS = ["import os", "import torch", "import torch.distributed as dist", "from torch.cuda import amp"]
+# What training code imports before it uses torch; the snippets below rely on these names.
+PRELUDE = "import os\nimport torch\nimport torch.distributed as dist\n"
+IMPORTS = ["from torch.cuda import amp", "import torch.cuda", "from torch import cuda"]
 CUDA_STATEMENTS = [
     "torch.cuda.synchronize()",
     "x = torch.device('cuda', 0)",
@@ -70,7 +72,8 @@ def test_any_python_from_libcst_nodes(source, target):
 
 @st.composite
 def python_with_cuda(draw) -> str:
-    """Generated Python with CUDA statements spliced in between its top-level statements."""
+    """Generated Python with CUDA statements spliced in between its top-level statements, after the
+    imports they use."""
     source = draw(hypothesmith.from_node())
     try:
         module = cst.parse_module(source)
@@ -80,7 +83,7 @@ def python_with_cuda(draw) -> str:
     statements = draw(st.lists(st.sampled_from(CUDA_STATEMENTS), min_size=1, max_size=4))
     for statement in statements + draw(st.lists(st.sampled_from(IMPORTS), max_size=2)):
         body.insert(draw(st.integers(0, len(body))), cst.parse_statement(statement + "\n"))
-    return module.with_changes(body=body).code
+    return PRELUDE + module.with_changes(body=body).code
 
 
 @settings(PROFILE, max_examples=15)
