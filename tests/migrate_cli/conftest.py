@@ -11,7 +11,7 @@ from portlayer.cli import cli
 
 # Property tests: modest example counts, no deadline (LibCST's first parse of a shape is slow).
 settings.register_profile(
-    "migrate", max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+    "migrate-cli", max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
 
 

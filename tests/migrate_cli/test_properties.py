@@ -17,7 +17,7 @@ from migrate import engine, job
 from migrate.shell import migrate_shell
 from migrate.walk import Found
 
-PROFILE = settings.get_profile("migrate")
+PROFILE = settings.get_profile("migrate-cli")
 TARGETS = st.sampled_from(engine.TARGETS)
 
 # What training code imports before it uses torch; the snippets below rely on these names.
