@@ -12,6 +12,7 @@ from portlayer.errors import PortlayerError
 # name -> (module, attribute, extra that installs its dependencies). Adding a subcommand is adding a row.
 SUBCOMMANDS = {
     "doctor": ("portlayer.doctor", "doctor", None),
+    "migrate": ("migrate.cli", "migrate", "migrate"),
     "parity": ("reference_train.cli", "parity", "train"),
     "preflight": ("reference_train.preflight_cli", "preflight", "train"),
 }

@@ -1,0 +1,93 @@
+"""Reading a source file into text and writing text back to exactly the bytes conventions it came with.
+
+Python files are decoded the way the interpreter decodes them (PEP 263 cookie, UTF-8 BOM); shell scripts
+have no declared encoding, so they are read as UTF-8 with undecodable bytes carried through unchanged.
+Line endings are never translated: the text keeps its `\\r\\n`, and so does what is written back.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import stat
+import tempfile
+import tokenize
+from dataclasses import dataclass
+from pathlib import Path
+
+
+class DecodeError(Exception):
+    """The bytes are not text in the encoding the file declares. `line`/`col` as in `migrate.model`."""
+
+    def __init__(self, line: int, col: int, message: str):
+        super().__init__(f"{line}:{col}: {message}")
+        self.line = line
+        self.col = col
+        self.message = message
+
+
+@dataclass(frozen=True)
+class SourceText:
+    text: str
+    encoding: str
+    errors: str = "strict"
+
+    def encode(self, text: str) -> bytes:
+        return text.encode(self.encoding, self.errors)
+
+
+def decode_python(data: bytes) -> SourceText:
+    try:
+        # "utf-8-sig" when there is a BOM: decoding drops it and encoding puts it back.
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+    except SyntaxError as exc:  # an unknown or contradictory coding cookie
+        line = exc.lineno or 1
+        raise DecodeError(line, 0, str(exc.msg)) from None
+    try:
+        return SourceText(data.decode(encoding), encoding)
+    except UnicodeDecodeError as exc:
+        line, col = _position(data, exc.start)
+        raise DecodeError(
+            line, col, f"byte 0x{data[exc.start]:02x} is not valid {encoding}: {exc.reason}"
+        ) from None
+
+
+def decode_shell(data: bytes) -> SourceText:
+    return SourceText(data.decode("utf-8", "surrogateescape"), "utf-8", "surrogateescape")
+
+
+def _position(data: bytes, offset: int) -> tuple[int, int]:
+    line_start = data.rfind(b"\n", 0, offset) + 1
+    return data.count(b"\n", 0, offset) + 1, offset - line_start
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Replace `path` by `data` in one step: readers see the old file or the new one, never a mix.
+
+    The file keeps its permission bits (a new file gets the umask's); a symbolic link keeps pointing at the
+    file, which is replaced.
+    """
+    target = Path(os.path.realpath(path))
+    try:
+        mode = stat.S_IMODE(target.stat().st_mode)
+    except FileNotFoundError:
+        mode = 0o666 & ~_umask()
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".portlayer")
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+            out.flush()
+            os.fsync(out.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask

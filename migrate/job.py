@@ -1,0 +1,130 @@
+"""One file, end to end: read, skip it cheaply if nothing in it is CUDA-specific, migrate, diff or write.
+
+`process_file` runs in the driver's process or in a worker, one call per file; nothing crosses processes
+but a path in and a `FileResult` out. It never imports or runs the code it reads. A file that cannot be
+read, decoded, parsed or written is a failed `FileResult`, never an exception: the run goes on.
+"""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from migrate import engine, shell
+from migrate.codes import CODES
+from migrate.files import DecodeError, SourceText, atomic_write, decode_python, decode_shell
+from migrate.model import Change, Diagnostic, SourceError
+from migrate.walk import Found
+
+
+@dataclass(frozen=True)
+class Options:
+    target: str = "neutral"
+    write: bool = True
+    diff: bool = False
+    annotate: bool = False
+
+
+@dataclass(frozen=True)
+class FileResult:
+    path: str
+    kind: str  # "python" | "shell"
+    status: str  # "unchanged" | "changed" (or would change, when not writing) | "failed"
+    changes: tuple[Change, ...] = ()
+    diagnostics: tuple[Diagnostic, ...] = ()
+    diff: str = ""
+    # Why a failed file without a position in it failed: an I/O error, an internal error.
+    error: str = ""
+
+
+@dataclass(frozen=True)
+class Loaded:
+    path: str
+    kind: str
+    source: SourceText
+
+
+def process_file(found: Found, options: Options) -> FileResult:
+    loaded = load(found)
+    return convert(loaded, options) if isinstance(loaded, Loaded) else loaded
+
+
+def load(found: Found) -> Loaded | FileResult:
+    path, kind = str(found.path), found.kind
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        return FileResult(path, kind, "failed", error=exc.strerror or str(exc))
+    try:
+        source = decode_shell(data) if kind == "shell" else decode_python(data)
+    except DecodeError as exc:
+        return FileResult(path, kind, "failed", diagnostics=(_error("PL902", exc),))
+    mentions = shell.mentions_cuda if kind == "shell" else engine.mentions_cuda
+    if not mentions(source.text):
+        return FileResult(path, kind, "unchanged")
+    return Loaded(path, kind, source)
+
+
+def convert(loaded: Loaded, options: Options) -> FileResult:
+    path, kind, text = loaded.path, loaded.kind, loaded.source.text
+    try:
+        if kind == "shell":
+            result = shell.migrate_shell(text, options.target)
+        else:
+            result = engine.migrate_source(text, options.target, annotate=options.annotate)
+            _check_parses(text, result.code)
+        if not result.changed:
+            return FileResult(path, kind, "unchanged", result.changes, result.diagnostics)
+        data = loaded.source.encode(result.code)
+        if options.write:
+            atomic_write(Path(path), data)
+    except SourceError as exc:
+        return FileResult(path, kind, "failed", diagnostics=(_error("PL901", exc),))
+    except OSError as exc:
+        return FileResult(path, kind, "failed", error=f"cannot write: {exc.strerror or exc}")
+    except Exception as exc:  # a bug in a rule must cost one file, not the run
+        message = f"internal error, file left untouched ({type(exc).__name__}: {exc}); please report it"
+        return FileResult(path, kind, "failed", error=message.splitlines()[0])
+    diff = unified_diff(path, text, result.code) if options.diff else ""
+    return FileResult(path, kind, "changed", result.changes, result.diagnostics, diff)
+
+
+class BrokenOutput(Exception):
+    """The codemod turned parseable code into code that does not parse."""
+
+
+def _check_parses(before: str, after: str) -> None:
+    """Refuse to write code that no longer parses. Input that CPython rejects but LibCST accepts (another
+    Python version's syntax) cannot be checked this way, and is taken as is."""
+    if after == before:
+        return
+    try:
+        ast.parse(after)
+    except SyntaxError as exc:
+        try:
+            ast.parse(before)
+        except SyntaxError:
+            return
+        raise BrokenOutput(f"the migrated code does not parse: line {exc.lineno}: {exc.msg}") from None
+
+
+def _error(code: str, exc: SourceError | DecodeError) -> Diagnostic:
+    row = CODES[code]
+    return Diagnostic(code, exc.line, exc.col, f"{exc.message}; file left untouched", row.hint, row.severity)
+
+
+def unified_diff(path: str, before: str, after: str) -> str:
+    lines = []
+    for line in difflib.unified_diff(_lines(before), _lines(after), f"a/{path}", f"b/{path}"):
+        lines.append(line)
+        if not line.endswith("\n"):
+            lines.append("\n\\ No newline at end of file\n")
+    return "".join(lines)
+
+
+def _lines(text: str) -> list[str]:
+    # Not str.splitlines: it also breaks at form feeds and other characters Python code may contain.
+    return re.findall(r"[^\n]*\n|[^\n]+", text)

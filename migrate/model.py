@@ -1,0 +1,58 @@
+"""What one migration produces: the new code, the conversions made, and what was left for a human."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Change:
+    """A conversion the codemod made. `line`/`col` point into the input (1-based line, 0-based column)."""
+
+    code: str
+    line: int
+    col: int
+    message: str
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    """A site the codemod could not convert safely, or something worth knowing about it."""
+
+    code: str
+    line: int
+    col: int
+    message: str
+    hint: str
+    severity: str  # "error" | "warning" | "info"
+
+    def format(self, path: str) -> str:
+        return f"{path}:{self.line}:{self.col}: {self.code} {self.message}"
+
+    @property
+    def category(self) -> str:
+        from migrate.codes import CODES
+
+        return CODES[self.code].category
+
+
+@dataclass(frozen=True)
+class MigrationResult:
+    code: str
+    changes: tuple[Change, ...]
+    diagnostics: tuple[Diagnostic, ...]
+    source: str  # the input, so that `changed` needs no second copy kept by the caller
+
+    @property
+    def changed(self) -> bool:
+        return self.code != self.source
+
+
+class SourceError(Exception):
+    """The input is not Python this codemod can parse."""
+
+    def __init__(self, line: int, col: int, message: str):
+        super().__init__(f"{line}:{col}: {message}")
+        self.line = line
+        self.col = col
+        self.message = message

@@ -1,0 +1,30 @@
+"""float64 on backends without native float64 (npu, musa): `torch.float64`, `torch.double`,
+`torch.DoubleTensor`, `.double()`. Reported only for those targets: neutral and torch code may still
+run on them, but there float64 is also the host's business, and most such uses are on the cpu."""
+
+from __future__ import annotations
+
+import libcst as cst
+import libcst.matchers as m
+
+from migrate.rules.base import ReferenceRule
+
+_FLOAT64 = {"torch.float64", "torch.double", "torch.DoubleTensor", "torch.cuda.DoubleTensor"}
+
+
+class Float64(ReferenceRule):
+    TRIGGER = r"float64|double"
+
+    def reference(self, node) -> bool:
+        if self.target.float64_native:
+            return False
+        name = self.qualified(node)
+        if name in _FLOAT64:
+            self.report("PL501", node, f"{name}: {self.target.name} has no native float64")
+            return False
+        return True
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if not self.target.float64_native and m.matches(node.func, m.Attribute(attr=m.Name("double"))) \
+                and not node.args:
+            self.report("PL501", node, f".double(): {self.target.name} has no native float64")

@@ -1,0 +1,81 @@
+"""CUDA-only libraries and extensions, reported where they are imported or built (nothing rewritten).
+
+A library is matched by the top-level package of an absolute import; `attn_implementation=
+"flash_attention_2"` (transformers) counts as flash_attn. Custom CUDA extensions: `CUDAExtension`,
+`load_inline(cuda_sources=...)`, `load(sources=[... ".cu" ...])`.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from migrate.codes import CODES
+from migrate.rules.base import Rule, dotted
+from migrate.rules.strings import string_value
+
+# Top-level package -> code.
+LIBRARIES = {
+    "apex": "PL201",
+    "flash_attn": "PL202",
+    "flash_attn_interface": "PL202",
+    "xformers": "PL203",
+    "bitsandbytes": "PL204",
+    "triton": "PL205",
+    "transformer_engine": "PL206",
+    "liger_kernel": "PL207",
+    "cupy": "PL208",
+    "pynvml": "PL209",
+    "pycuda": "PL210",
+}
+_EXTENSION = {"torch.utils.cpp_extension.CUDAExtension"}
+_LOAD_INLINE = "torch.utils.cpp_extension.load_inline"
+_LOAD = "torch.utils.cpp_extension.load"
+
+
+class CudaOnlyLibraries(Rule):
+    TRIGGER = "|".join(LIBRARIES) + r"|flash_attention"
+
+    def visit_Import(self, node: cst.Import) -> bool:
+        for alias in node.names:
+            self._imported(alias.name, dotted(alias.name) or "")
+        return False
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
+        if not node.relative and node.module is not None:
+            self._imported(node.module, dotted(node.module) or "")
+        return False
+
+    def _imported(self, node: cst.CSTNode, module: str) -> None:
+        code = LIBRARIES.get(module.split(".")[0])
+        if code is not None:
+            self.report(code, node, f"{module}: {CODES[code].title}")
+
+    def visit_Arg(self, node: cst.Arg) -> None:
+        if (node.keyword is not None and node.keyword.value == "attn_implementation"
+                and string_value(node.value) == "flash_attention_2"):
+            self.report("PL202", node, "attn_implementation=\"flash_attention_2\" needs flash_attn (CUDA-only)")
+
+
+class CudaExtensions(Rule):
+    TRIGGER = r"CUDAExtension|cpp_extension|load_inline|cuda_sources"
+
+    def visit_Import(self, node: cst.Import) -> bool:
+        return False
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
+        return False
+
+    def visit_Call(self, node: cst.Call) -> None:
+        name = self.qualified(node.func)
+        keywords = {arg.keyword.value: arg.value for arg in node.args if arg.keyword is not None}
+        if name in _EXTENSION:
+            self.report("PL403", node, "CUDAExtension builds CUDA kernels")
+        elif name == _LOAD_INLINE and "cuda_sources" in keywords:
+            self.report("PL404", node, "load_inline(cuda_sources=...) compiles CUDA kernels")
+        elif name == _LOAD:
+            sources = keywords.get("sources") or (node.args[1].value if len(node.args) > 1 else None)
+            if sources is not None and any(
+                (string_value(element.value) or "").endswith((".cu", ".cuh"))
+                for element in getattr(sources, "elements", ())
+            ):
+                self.report("PL403", node, "cpp_extension.load(...) compiles .cu sources")

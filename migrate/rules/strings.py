@@ -1,0 +1,108 @@
+"""Rules that rewrite string literals only where the code uses them in a known role (a device, a
+device type, a collective backend). Roles are found top-down from the contexts that give them; the
+literals are rewritten on the way back up; a matching literal found in no role is reported (PL405).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import ClassVar, Union
+
+import libcst as cst
+
+from migrate.rules.base import Rule
+
+StringNode = Union[cst.SimpleString, cst.FormattedString]
+
+
+def string_value(node: cst.CSTNode) -> str | None:
+    """The text of a plain (non-bytes, non-f) string literal, else None."""
+    if isinstance(node, cst.SimpleString):
+        value = node.evaluated_value
+        return value if isinstance(value, str) else None
+    return None
+
+
+def is_docstring(parent: cst.CSTNode) -> bool:
+    return isinstance(parent, cst.Expr)
+
+
+def last_identifier(node: cst.CSTNode) -> str | None:
+    """`device` for `self.args.device`, `device_type` for `device_type`, else None."""
+    if isinstance(node, cst.Name):
+        return node.value
+    if isinstance(node, cst.Attribute):
+        return node.attr.value
+    return None
+
+
+class StringRoleRule(Rule):
+    """Subclasses say which literals are theirs (LITERAL), which contexts give a role (visit_*
+    calling `assign_role`), and how a literal is rewritten in a role (`rewrite`)."""
+
+    LITERAL: ClassVar[re.Pattern]
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        self.roles: dict[cst.CSTNode, str] = {}
+
+    def assign_role(self, expression: cst.CSTNode | None, role: str) -> None:
+        """Give `role` to the literals `expression` evaluates to (through `a if c else b`)."""
+        if expression is None:
+            return
+        if isinstance(expression, cst.IfExp):
+            self.assign_role(expression.body, role)
+            self.assign_role(expression.orelse, role)
+        elif isinstance(expression, (cst.Tuple, cst.List, cst.Set)):
+            for element in expression.elements:
+                self.assign_role(element.value, role)
+        elif isinstance(expression, (cst.SimpleString, cst.FormattedString)):
+            self.roles.setdefault(expression, role)
+        elif isinstance(expression, cst.BinaryOperation) and isinstance(expression.operator, (cst.Add, cst.Modulo)):
+            self.assign_role(expression.left, role)  # "cuda:" + str(i), "cuda:%d" % i
+        elif (
+            isinstance(expression, cst.Call)
+            and isinstance(expression.func, cst.Attribute)
+            and expression.func.attr.value == "format"
+        ):
+            self.assign_role(expression.func.value, role)  # "cuda:{}".format(i)
+
+    def literal_text(self, node: StringNode) -> str | None:
+        """The literal's text if it is one of this rule's (an f-string as its text with `{}` holes)."""
+        if isinstance(node, cst.SimpleString):
+            text = string_value(node)
+        else:
+            text = "".join(part.value if isinstance(part, cst.FormattedStringText) else "{}" for part in node.parts)
+        return text if text is not None and self.LITERAL.match(text) else None
+
+    def rewrite(self, node: StringNode, role: str) -> cst.BaseExpression | None:
+        raise NotImplementedError
+
+    def vendor_literal(self, node: StringNode, old: str, new: str) -> cst.BaseExpression:
+        """The same literal, quotes and prefix kept, with its leading `old` spelled `new`."""
+        if isinstance(node, cst.SimpleString):
+            quote_at = len(node.prefix) + len(node.quote)
+            return node.with_changes(value=node.value[:quote_at] + new + node.value[quote_at + len(old):])
+        first = node.parts[0]
+        assert isinstance(first, cst.FormattedStringText)
+        return node.with_changes(parts=[first.with_changes(value=new + first.value[len(old):]), *node.parts[1:]])
+
+    def _leave_string(self, original: StringNode, updated: cst.BaseExpression) -> cst.BaseExpression:
+        if original in self.replacements:
+            return self.replacements[original]
+        text = self.literal_text(original)
+        if text is None or self.excluded(original) or is_docstring(self.parent(original)):
+            return updated
+        role = self.roles.get(original)
+        replacement = self.rewrite(original, role) if role is not None else None
+        if replacement is None:
+            self.report("PL405", original, f"{text!r} is not used in a position known to take a {self.ROLE_WORD}")
+            return updated
+        self.changed(self.CODE, original, f"{text!r} -> {cst.Module([]).code_for_node(replacement)}")
+        return replacement
+
+    def leave_SimpleString(self, original_node, updated_node):
+        return self._leave_string(original_node, updated_node)
+
+    def leave_FormattedString(self, original_node, updated_node):
+        return self._leave_string(original_node, updated_node)

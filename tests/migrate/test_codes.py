@@ -1,0 +1,80 @@
+"""The codes table is the one source of truth: documented, and each diagnostic fires where it should."""
+
+import pathlib
+import re
+
+import pytest
+
+from migrate.codes import CODES, markdown
+from migrate.engine import migrate_source
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+# code -> (target, source, expected line, expected col)
+FIRES = {
+    "PL201": ("neutral", "from apex import amp\n", 1, 5),
+    "PL202": ("npu", "import torch\nfrom flash_attn import flash_attn_func\n", 2, 5),
+    "PL203": ("neutral", "import xformers.ops as xops\n", 1, 7),
+    "PL204": ("musa", "import bitsandbytes as bnb\n", 1, 7),
+    "PL205": ("neutral", "import triton\n", 1, 7),
+    "PL206": ("neutral", "import transformer_engine.pytorch as te\n", 1, 7),
+    "PL207": ("neutral", "from liger_kernel.transformers import apply_liger_kernel_to_llama\n", 1, 5),
+    "PL208": ("neutral", "import cupy as cp\n", 1, 7),
+    "PL209": ("neutral", "import pynvml\n", 1, 7),
+    "PL210": ("neutral", "import pycuda.driver\n", 1, 7),
+    "PL301": ("npu", "import torch\ntorch.backends.cudnn.deterministic = True\n", 2, 0),
+    "PL302": ("neutral", "import torch\nx = 1; torch.backends.cudnn.benchmark = True\n", 2, 7),
+    "PL303": ("torch", "import torch\ntorch.backends.cuda.matmul.allow_tf32 = True\n", 2, 0),
+    "PL401": ("neutral", "import torch\nif ok:\n    torch.cuda.nvtx.range_push('fwd')\n", 3, 4),
+    "PL402": ("musa", "import torch\ng = torch.cuda.CUDAGraph()\n", 2, 4),
+    "PL403": ("neutral", "from torch.utils.cpp_extension import CUDAExtension\next = CUDAExtension('k', ['k.cu'])\n", 2, 6),
+    "PL404": ("neutral", "import torch.utils.cpp_extension as ce\nm = ce.load_inline('k', '', cuda_sources=s)\n", 2, 4),
+    "PL405": ("neutral", "gpus = ['cuda:0']\n", 1, 8),
+    "PL406": ("neutral", "import torch\nok = isinstance(x, torch.cuda.FloatTensor)\n", 2, 19),
+    "PL407": ("neutral", "from torch.nn.parallel import DistributedDataParallel as DDP\n"
+                         "m = DDP(m, device_ids=[rank], output_device=0)\n", 2, 30),
+    "PL501": ("npu", "import torch\nx = torch.ones(2, dtype=torch.float64)\n", 2, 24),
+    "PL605": ("npu", "import os\nos.environ['NCCL_P2P_LEVEL'] = 'NVL'\n", 2, 11),
+    "PL606": ("neutral", "import os\nos.getenv('CUDA_VISIBLE_DEVICES')\n", 2, 10),
+    "PL607": ("torch", "import os\nos.environ['NCCL_DEBUG'] = 'INFO'\n", 2, 11),
+    "PL608": ("npu", "import os\nos.environ['NCCL_BUFFSIZE'] = '1048576'\n", 2, 11),
+}
+# Emitted by the migrate driver (shell scripts, files it cannot read), not by the Python engine.
+DRIVER_CODES = {"PL601", "PL602", "PL603", "PL604", "PL901", "PL902"}
+
+
+def test_docs_table_is_generated_from_codes_py():
+    assert (ROOT / "docs" / "migrate-codes.md").read_text() == markdown()
+
+
+def test_code_ranges_and_severities():
+    for code, row in CODES.items():
+        assert re.fullmatch(r"PL[1-9]\d\d", code)
+        expected = {"1": {"change"}, "9": {"error"}}.get(code[2], {"error", "warning", "info"})
+        assert row.severity in expected, code
+        assert row.title and row.hint
+
+
+def test_every_code_the_rules_use_is_in_the_table():
+    used = set()
+    for path in (ROOT / "migrate").rglob("*.py"):
+        used |= set(re.findall(r'"(PL\d{3})"', path.read_text()))
+    assert used <= set(CODES)
+
+
+def test_every_diagnostic_code_has_a_case_here_or_belongs_to_the_driver():
+    diagnostics = {code for code, row in CODES.items() if row.severity != "change"}
+    assert diagnostics == set(FIRES) | DRIVER_CODES
+
+
+@pytest.mark.parametrize("code", sorted(FIRES))
+def test_diagnostic_fires_at_its_site(code):
+    target, source, line, col = FIRES[code]
+    result = migrate_source(source, target)
+    assert [(d.code, d.line, d.col) for d in result.diagnostics] == [(code, line, col)]
+    assert result.diagnostics[0].severity == CODES[code].severity
+
+
+def test_flash_attention_2_in_transformers_counts_as_flash_attn():
+    (diagnostic,) = migrate_source("m = M.from_pretrained(p, attn_implementation='flash_attention_2')\n").diagnostics
+    assert diagnostic.code == "PL202"

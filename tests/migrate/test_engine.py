@@ -1,0 +1,102 @@
+"""The engine's contract: a pure function over source text, with clear errors for bad input."""
+
+import pytest
+
+from migrate.engine import TARGETS, mentions_cuda, migrate_source
+from migrate.model import Diagnostic, SourceError
+
+
+def test_targets_are_the_four_of_the_contract():
+    assert TARGETS == ("neutral", "torch", "npu", "musa")
+
+
+def test_unknown_target_is_a_value_error():
+    with pytest.raises(ValueError, match="unknown target 'rocm'"):
+        migrate_source("import torch\n", "rocm")
+
+
+@pytest.mark.parametrize("source", ["x = torch.cuda.synchronize(\n", "def f(:\n    torch.cuda\n", "x = 'cuda\n"])
+def test_unparseable_input_is_a_source_error_with_a_position(source):
+    with pytest.raises(SourceError) as raised:
+        migrate_source(source)
+    assert raised.value.line >= 1 and raised.value.message
+
+
+def test_a_module_without_cuda_comes_out_byte_identical_even_with_odd_formatting():
+    source = "import torch\r\n\r\nx  =  torch.zeros( 3 )\t# tab\r\n"
+    result = migrate_source(source)
+    assert result.code == source and not result.changed and result.diagnostics == ()
+
+
+def test_crlf_line_endings_survive_a_rewrite():
+    result = migrate_source("import torch\r\ntorch.cuda.synchronize()\r\nx = torch.ones(1)\r\n")
+    assert result.code == "import torch\r\nimport portlayer\r\n\r\nportlayer.synchronize()\r\nx = torch.ones(1)\r\n"
+
+
+def test_imports_the_rewrite_left_unused_are_dropped_others_kept():
+    source = "import os\nimport torch\nfrom torch.cuda import synchronize\nsynchronize()\n"
+    # `import torch` was unused before the rewrite too: not the rewrite's to drop.
+    assert migrate_source(source).code == "import os\nimport torch\nimport portlayer\n\nportlayer.synchronize()\n"
+
+
+def test_prefilter_sees_every_kind_of_trigger():
+    for source in ["x.cuda()", "'NCCL_DEBUG'", "import apex", "torch.float64", "from flash_attn import f",
+                   "backend='nccl'", "torch.backends.cudnn.benchmark", "import pynvml"]:
+        assert mentions_cuda(source), source
+    assert not mentions_cuda("import torch\nx = torch.zeros(3).to('cpu')\n")
+
+
+def test_result_reports_conversions_with_input_positions():
+    result = migrate_source("import torch\n\nx = y.cuda()\n")
+    assert result.changed
+    assert [(c.code, c.line, c.col) for c in result.changes] == [("PL101", 3, 4), ("PL110", 3, 4)]
+
+
+def test_diagnostic_formats_as_path_line_col_code_message_and_has_a_category():
+    (diagnostic,) = migrate_source("import apex\n").diagnostics
+    assert isinstance(diagnostic, Diagnostic)
+    assert diagnostic.format("train.py") == "train.py:1:7: PL201 apex: apex is CUDA-only"
+    assert diagnostic.category == "library" and diagnostic.severity == "warning" and diagnostic.hint
+
+
+def test_shadowed_names_are_not_torch():
+    source = (
+        "import torch\n"
+        "def run(cuda, device):\n"
+        "    cuda.synchronize()\n"
+        "    torch = load()\n"
+        "    torch.cuda.synchronize()\n"
+    )
+    result = migrate_source(source)
+    assert result.code == source and result.changes == ()
+
+
+def test_user_identifiers_comments_and_messages_are_left_alone():
+    source = (
+        "import torch\n"
+        "# call torch.cuda.synchronize() first\n"
+        "if args.cuda and not args.no_cuda:\n"
+        "    print('cuda failed on', self.cuda_device, cuda_graph_impl)\n"
+        "from megatron.core import cuda_graph_config\n"
+    )
+    assert migrate_source(source, "musa").code == source
+
+
+def test_nested_attribute_chains_convert_inside_out():
+    source = "import torch\nname = torch.cuda.get_device_properties(torch.cuda.current_device()).name\n"
+    assert migrate_source(source, "npu").code == (
+        "import torch\nimport torch_npu\n\n"
+        "name = torch.npu.get_device_properties(torch.npu.current_device()).name\n"
+    )
+
+
+def test_vendor_import_is_added_once_and_only_to_changed_files():
+    first = migrate_source("import torch\nx = t.cuda()\ny = u.cuda()\n", "npu").code
+    assert first.count("import torch_npu") == 1
+    assert migrate_source(first + "z = v.cuda()\n", "npu").code.count("import torch_npu") == 1
+    assert "torch_npu" not in migrate_source("import apex\n", "npu").code
+
+
+def test_environment_renames_need_no_vendor_import():
+    result = migrate_source("import os\nos.environ['CUDA_VISIBLE_DEVICES'] = '0'\n", "npu")
+    assert result.code == "import os\nos.environ['ASCEND_RT_VISIBLE_DEVICES'] = '0'\n"
