@@ -7,14 +7,9 @@ Line endings are never translated: the text keeps its `\\r\\n`, and so does what
 
 from __future__ import annotations
 
-import contextlib
 import io
-import os
-import stat
-import tempfile
 import tokenize
 from dataclasses import dataclass
-from pathlib import Path
 
 
 class DecodeError(Exception):
@@ -60,34 +55,3 @@ def decode_shell(data: bytes) -> SourceText:
 def _position(data: bytes, offset: int) -> tuple[int, int]:
     line_start = data.rfind(b"\n", 0, offset) + 1
     return data.count(b"\n", 0, offset) + 1, offset - line_start
-
-
-def atomic_write(path: Path, data: bytes) -> None:
-    """Replace `path` by `data` in one step: readers see the old file or the new one, never a mix.
-
-    The file keeps its permission bits (a new file gets the umask's); a symbolic link keeps pointing at the
-    file, which is replaced.
-    """
-    target = Path(os.path.realpath(path))
-    try:
-        mode = stat.S_IMODE(target.stat().st_mode)
-    except FileNotFoundError:
-        mode = 0o666 & ~_umask()
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".portlayer")
-    try:
-        with os.fdopen(fd, "wb") as out:
-            out.write(data)
-            out.flush()
-            os.fsync(out.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, target)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask

@@ -15,9 +15,10 @@ from pathlib import Path
 
 from migrate import engine, shell
 from migrate.codes import CODES
-from migrate.files import DecodeError, SourceText, atomic_write, decode_python, decode_shell
+from migrate.files import DecodeError, SourceText, decode_python, decode_shell
 from migrate.model import Change, Diagnostic, SourceError
 from migrate.walk import Found
+from portlayer.atomic import write_atomic
 
 
 @dataclass(frozen=True)
@@ -80,7 +81,7 @@ def convert(loaded: Loaded, options: Options) -> FileResult:
             return FileResult(path, kind, "unchanged", result.changes, result.diagnostics)
         data = loaded.source.encode(result.code)
         if options.write:
-            atomic_write(Path(path), data)
+            write_atomic(path, data)
     except SourceError as exc:
         return FileResult(path, kind, "failed", diagnostics=(_error("PL901", exc),))
     except OSError as exc:

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from migrate.codes import CODES
-from migrate.files import atomic_write
 from migrate.job import FileResult
+from portlayer.atomic import write_atomic
 
 SEVERITIES = ("error", "warning", "info")
 REPORT_VERSION = 1
@@ -115,4 +115,4 @@ def write_report(path: Path, tally: Tally, results: list[FileResult], target: st
         "summary": tally.summary(),
         "files": [file_entry(r) for r in results if r.status != "unchanged" or r.changes or r.diagnostics],
     }
-    atomic_write(path, (json.dumps(document, indent=2) + "\n").encode())
+    write_atomic(path, (json.dumps(document, indent=2) + "\n").encode())

@@ -11,8 +11,9 @@ import hashlib
 import itertools
 import os
 import random
-import tempfile
 from pathlib import Path
+
+from portlayer.atomic import write_atomic
 
 CORPUS_VERSION = 1
 DEFAULT_LINES = 20_000
@@ -47,19 +48,6 @@ def cache_dir() -> Path:
     """Where the corpus and the trained tokenizers are cached: `$PORTLAYER_CACHE`, else ~/.cache/portlayer."""
     override = os.environ.get("PORTLAYER_CACHE")
     return Path(override) if override else Path.home() / ".cache" / "portlayer"
-
-
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write `path` whole or not at all: ranks started together may race to fill the same cache entry."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "wb") as out:
-            out.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
 
 
 def _lexicon(rng: random.Random, size: int) -> list[str]:
@@ -115,7 +103,7 @@ def corpus_path(lines: int = DEFAULT_LINES) -> Path:
     """The generated corpus as a text file in the cache (written on first use)."""
     path = cache_dir() / f"corpus-v{CORPUS_VERSION}-{lines}.txt"
     if not path.exists():
-        atomic_write_bytes(path, generate(lines).encode("utf-8"))
+        write_atomic(path, generate(lines))
     return path
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 import torch
 
 from portlayer import PortlayerError
+from portlayer.atomic import write_atomic
 from reference_train import corpus, tokenizer
 
 # File suffix -> the `datasets` builder that reads it.
@@ -93,7 +94,7 @@ def token_stream(task: str, path: Path | None):
     stream = torch.tensor([token for doc in ids for token in (*doc, *suffix)], dtype=torch.int32)
     buffer = io.BytesIO()
     torch.save(stream, buffer)
-    corpus.atomic_write_bytes(cached, buffer.getvalue())
+    write_atomic(cached, buffer.getvalue())
     return stream
 
 

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 
+from portlayer.atomic import replacing
 from reference_train.compare import BF16_LIMIT, ROUNDING_LIMIT, TF32_LIMIT, Comparison
 
 # A log axis cannot show 0 (identical losses): such steps are drawn on this floor.
@@ -59,16 +59,11 @@ def write_plot(comparison: Comparison, out: str | os.PathLike) -> Path:
     relative.set_ylabel("relative loss error")
     relative.legend(fontsize="small", loc="upper left")
 
-    out.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=out.suffix)
-    os.close(handle)
     try:
-        figure.savefig(temporary, dpi=110)
-        os.replace(temporary, out)
+        with replacing(out) as temporary:
+            figure.savefig(temporary, dpi=110)
     finally:
         plt.close(figure)
-        if os.path.exists(temporary):
-            os.unlink(temporary)
     return out
 
 

@@ -40,7 +40,7 @@ def preflight(preset, target, kernels, report_path, export_path, batch_size, seq
     """Record one training step of a preset (forward, backward, clipping, optimizer) on the cpu and check
     every aten op against the target's native kernels."""
     from portlayer import preflight as engine
-    from portlayer.preflight.atomic import write_text_atomic
+    from portlayer.atomic import write_atomic
 
     try:
         if export_path:
@@ -60,7 +60,7 @@ def preflight(preset, target, kernels, report_path, export_path, batch_size, seq
     click.echo(report.render())
     if report_path:
         try:
-            write_text_atomic(report_path, json.dumps(report.as_dict(), indent=2) + "\n")
+            write_atomic(report_path, json.dumps(report.as_dict(), indent=2) + "\n")
         except OSError as exc:
             _fail(f"cannot write {report_path}: {exc.strerror or exc}")
     sys.exit(report.exit_code)

@@ -15,11 +15,11 @@ import json
 import math
 import os
 import re
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from portlayer import PortlayerError
+from portlayer.atomic import write_atomic
 
 SCHEMA = "portlayer.parity.run/1"
 
@@ -135,15 +135,7 @@ def write_run(path: os.PathLike, run: dict) -> None:
         raise RunFileError(f"{path}: refusing to write an invalid run: {exc}") from None
     run = {**run, "steps": [{k: _json_number(v) for k, v in step.items()} for step in run["steps"]]}
     text = json.dumps(run, indent=1, sort_keys=False) + "\n"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            out.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+    write_atomic(path, text)
 
 
 def read_run(path: os.PathLike) -> dict:

@@ -10,7 +10,8 @@ from __future__ import annotations
 from functools import cache
 from pathlib import Path
 
-from reference_train.corpus import atomic_write_bytes, cache_dir, sha256_file
+from portlayer.atomic import write_atomic
+from reference_train.corpus import cache_dir, sha256_file
 
 VOCAB_SIZE = 2048
 
@@ -61,5 +62,5 @@ def load_tokenizer(task: str, corpus_file: Path, vocab_size: int = VOCAB_SIZE):
         tokenizer = Tokenizer.from_file(str(path))
     else:
         tokenizer = _train(task, vocab_size, corpus_file)
-        atomic_write_bytes(path, tokenizer.to_str().encode("utf-8"))
+        write_atomic(path, tokenizer.to_str())
     return PreTrainedTokenizerFast(tokenizer_object=tokenizer, **SPECIAL_TOKENS[task])

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import yaml
 
-from portlayer.preflight.atomic import write_text_atomic
+from portlayer.atomic import write_atomic
 from portlayer.preflight.kernels import OPLISTS, canonical_op_name, format_kernel_list
 
 _YAML_IN_WHEEL = re.compile(r"(^|/)npu_native_functions[^/]*\.ya?ml$")
@@ -97,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
         "from": ", ".join(path.name for path in args.inputs),
         "regenerate": "python -m portlayer.preflight.extract_npu_ops <wheel> (see the module's docstring)",
     }
-    write_text_atomic(output, format_kernel_list(ops, header))
+    write_atomic(output, format_kernel_list(ops, header))
     print(f"{output}: {len(ops)} aten ops from torch_npu {version}")
     return 0
 

@@ -22,9 +22,9 @@ from typing import Callable
 
 import torch
 
+from portlayer.atomic import write_atomic
 from portlayer.backends import BY_NAME
 from portlayer.errors import PortlayerError
-from portlayer.preflight.atomic import write_text_atomic
 
 # torch_npu and torch_musa both register their kernels under the key reserved for out-of-tree backends.
 VENDOR_DISPATCH_KEY = "PrivateUse1"
@@ -229,7 +229,7 @@ def export_kernels(target: str, path: str | Path) -> int:
         "torch": torch.__version__,
     }
     try:
-        write_text_atomic(path, format_kernel_list(ops, header))
+        write_atomic(path, format_kernel_list(ops, header))
     except OSError as exc:
         raise KernelListError(f"cannot write {path}: {exc.strerror or exc}") from None
     return len(ops)

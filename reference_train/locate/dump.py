@@ -15,7 +15,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 import weakref
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +23,7 @@ from typing import Any, Callable
 import torch
 from torch import nn
 
+from portlayer.atomic import replacing, write_atomic
 from reference_train.locate.capture import trace
 from reference_train.locate.oracle import model_dtype, move_batch, prepare_copy
 from reference_train.locate.sides import Side, parse_dtype
@@ -137,7 +137,8 @@ def write(dump: Dump, path: os.PathLike) -> list[Path]:
     if dump.tensors is not None:
         pt = path.with_name(path.name + ".pt")
         meta["full"] = pt.name
-        _atomic(pt, lambda f: torch.save(dump.tensors, f))
+        with replacing(pt) as temporary:
+            torch.save(dump.tensors, temporary)
         written.append(pt)
     document = {
         "format": FORMAT,
@@ -157,19 +158,8 @@ def write(dump: Dump, path: os.PathLike) -> list[Path]:
         ],
         "params": {name: s.as_dict() for name, s in dump.params.items()},
     }
-    _atomic(path, lambda f: f.write(json.dumps(document, separators=(",", ":")).encode()))
+    write_atomic(path, json.dumps(document, separators=(",", ":")))
     return written
-
-
-def _atomic(path: Path, fill: Callable) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            fill(f)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
 
 
 def read(path: os.PathLike) -> Dump:

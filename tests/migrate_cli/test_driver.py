@@ -213,14 +213,14 @@ def test_an_unreadable_file_is_named_and_the_run_goes_on(tmp_path, migrate, monk
 
 def test_a_file_that_cannot_be_written_is_named_and_left_as_it_was(tmp_path, migrate, monkeypatch):
     write_tree(tmp_path, {"ro/train.py": CUDA_SOURCE, "rw/train.py": CUDA_SOURCE})
-    fsync = os.fsync
+    replace = os.replace
 
-    def full_disk(fd):  # fails after the temporary file was written, before it replaces the file
-        if "/ro/" in os.readlink(f"/proc/self/fd/{fd}"):
+    def full_disk(source, target):  # fails after the temporary file was written, before it replaces the file
+        if "/ro/" in str(target):
             raise OSError(28, "No space left on device")
-        fsync(fd)
+        replace(source, target)
 
-    monkeypatch.setattr(os, "fsync", full_disk)
+    monkeypatch.setattr(os, "replace", full_disk)
 
     run = migrate(tmp_path)
 
