@@ -52,8 +52,20 @@ def cli() -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
+    """Every failure a user can fix ends as one line on stderr: bad arguments and a missing backend exit 2."""
     try:
-        cli.main(args=argv, prog_name="portlayer")
+        status = cli.main(args=argv, prog_name="portlayer", standalone_mode=False)
+    except click.UsageError as exc:
+        _fail(exc.format_message(), exc.exit_code)
+    except click.ClickException as exc:
+        _fail(exc.format_message(), exc.exit_code)
+    except click.Abort:
+        _fail("aborted", 130)
     except PortlayerError as exc:
-        click.echo(f"portlayer: error: {exc}", err=True)
-        sys.exit(2)
+        _fail(str(exc), 2)
+    sys.exit(status if isinstance(status, int) else 0)
+
+
+def _fail(message: str, status: int) -> None:
+    click.echo(f"portlayer: error: {' '.join(message.split())}", err=True)
+    sys.exit(status)

@@ -66,3 +66,19 @@ def test_doctor_fails_with_one_line_and_exit_2(backend, message):
     assert result.returncode == 2
     assert result.stdout == ""
     assert result.stderr.count("\n") == 1 and result.stderr.startswith(message)
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["no-such-command"], "portlayer: error: No such command 'no-such-command'.\n"),
+        (["doctor", "--bogus"], "portlayer: error: No such option: --bogus\n"),
+    ],
+)
+def test_bad_arguments_are_one_line_and_exit_2(argv, message, capsys):
+    from portlayer.cli import main
+
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    assert exit_.value.code == 2
+    assert capsys.readouterr().err == message
