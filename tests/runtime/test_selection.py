@@ -72,7 +72,7 @@ def test_doctor_fails_with_one_line_and_exit_2(backend, message):
     ("argv", "message"),
     [
         (["no-such-command"], "portlayer: error: No such command 'no-such-command'.\n"),
-        (["doctor", "--bogus"], "portlayer: error: No such option: --bogus\n"),
+        (["doctor", "--bogus"], "portlayer: error: No such option '--bogus'.\n"),
     ],
 )
 def test_bad_arguments_are_one_line_and_exit_2(argv, message, capsys):
