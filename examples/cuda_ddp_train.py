@@ -37,8 +37,12 @@ def timed(fn, *args):
 
 
 def synthetic_batches(steps, batch_size, seq_len, vocab_size, rank, world_size, seed):
+    """Counting sequences (random start, stride 1-3) that a small model learns within a few steps."""
     generator = torch.Generator().manual_seed(seed)
-    tokens = torch.randint(0, vocab_size, (steps, world_size, batch_size, seq_len), generator=generator)
+    shape = (steps, world_size, batch_size, 1)
+    starts = torch.randint(0, vocab_size, shape, generator=generator)
+    strides = torch.randint(1, 4, shape, generator=generator)
+    tokens = (starts + strides * torch.arange(seq_len)) % vocab_size
     for step in range(steps):
         yield tokens[step, rank]
 
@@ -64,6 +68,8 @@ def main():
         resid_pdrop=0.0,
         embd_pdrop=0.0,
         attn_pdrop=0.0,
+        bos_token_id=0,
+        eos_token_id=0,
     )
     model = GPT2LMHeadModel(config).cuda()
     model = DDP(model, device_ids=[device], output_device=device)
