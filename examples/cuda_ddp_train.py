@@ -47,6 +47,21 @@ def synthetic_batches(steps, batch_size, seq_len, vocab_size, rank, world_size, 
         yield tokens[step, rank]
 
 
+def tiny_gpt2_config(seq_len):
+    return GPT2Config(
+        n_layer=2,
+        n_head=2,
+        n_embd=64,
+        vocab_size=512,
+        n_positions=seq_len,
+        resid_pdrop=0.0,
+        embd_pdrop=0.0,
+        attn_pdrop=0.0,
+        bos_token_id=0,
+        eos_token_id=0,
+    )
+
+
 def main():
     args = parse_args()
     local_rank = int(os.environ["LOCAL_RANK"])
@@ -59,18 +74,7 @@ def main():
     torch.cuda.manual_seed(args.seed)
     torch.backends.cudnn.benchmark = True
 
-    config = GPT2Config(
-        n_layer=2,
-        n_head=2,
-        n_embd=64,
-        vocab_size=512,
-        n_positions=args.seq_len,
-        resid_pdrop=0.0,
-        embd_pdrop=0.0,
-        attn_pdrop=0.0,
-        bos_token_id=0,
-        eos_token_id=0,
-    )
+    config = tiny_gpt2_config(args.seq_len)
     model = GPT2LMHeadModel(config).cuda()
     model = DDP(model, device_ids=[device], output_device=device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr)

@@ -4,6 +4,7 @@ Its loss must match plain single-process torch doing what DDP does: each step, t
 losses (DDP averages the ranks' gradients), one AdamW step.
 """
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -12,30 +13,38 @@ import sys
 import pytest
 import torch
 from conftest import REPO
-from transformers import GPT2Config, GPT2LMHeadModel
 
 STEPS, WORLD_SIZE, BATCH_SIZE, SEQ_LEN, LR, SEED = 4, 2, 4, 32, 1e-3, 0
 
 
 def reference_losses() -> list[float]:
+    """Plain torch in one process, with the example's own model config and data."""
+    example = _load_example()
     torch.manual_seed(SEED)
-    config = GPT2Config(n_layer=2, n_head=2, n_embd=64, vocab_size=512, n_positions=SEQ_LEN,
-                        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)  # fmt: skip
-    model = GPT2LMHeadModel(config)
+    model = example.GPT2LMHeadModel(example.tiny_gpt2_config(SEQ_LEN))
     optimizer = torch.optim.AdamW(model.parameters(), lr=LR)
-    generator = torch.Generator().manual_seed(SEED)
-    tokens = torch.randint(
-        0, config.vocab_size, (STEPS, WORLD_SIZE, BATCH_SIZE, SEQ_LEN), generator=generator
-    )
+    per_rank = [
+        list(example.synthetic_batches(STEPS, BATCH_SIZE, SEQ_LEN, 512, rank, WORLD_SIZE, SEED))
+        for rank in range(WORLD_SIZE)
+    ]
     losses = []
     for step in range(STEPS):
         optimizer.zero_grad(set_to_none=True)
-        batches = tokens[step]
-        loss = sum(model(input_ids=batch, labels=batch).loss for batch in batches) / WORLD_SIZE
+        loss = (
+            sum(model(input_ids=batches[step], labels=batches[step]).loss for batches in per_rank)
+            / WORLD_SIZE
+        )
         loss.backward()
         optimizer.step()
         losses.append(loss.item())
     return losses
+
+
+def _load_example():
+    spec = importlib.util.spec_from_file_location("cuda_ddp_train", REPO / "examples" / "cuda_ddp_train.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 @pytest.fixture(scope="module")
