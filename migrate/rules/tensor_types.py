@@ -20,7 +20,7 @@ _TYPE_STRING = re.compile(r"torch\.cuda\.(\w+Tensor)")
 
 
 class LegacyTensorTypes(Rule):
-    TRIGGER = r"Tensor"
+    TRIGGER = r"cuda"
 
     def tensor_type(self, node: cst.CSTNode) -> str | None:
         name = self.qualified(node)
