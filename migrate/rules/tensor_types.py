@@ -20,7 +20,7 @@ _TYPE_STRING = re.compile(r"torch\.cuda\.(\w+Tensor)")
 
 
 class LegacyTensorTypes(Rule):
-    TRIGGER = r"cuda"
+    TRIGGER = r"\b(?:" + "|".join(cuda_api.TENSOR_TYPES) + r")\b"  # imported or spelled by name
 
     def tensor_type(self, node: cst.CSTNode) -> str | None:
         name = self.qualified(node)

@@ -53,7 +53,7 @@ def test_prefilter_ignores_words_that_only_contain_a_trigger():
 
 
 def test_float64_is_looked_for_only_where_it_is_reported():
-    for source in ["torch.float64", "x.double()", "torch.DoubleTensor(2)"]:
+    for source in ["torch.float64", "x.double()", "torch.double"]:
         assert mentions_cuda(source, "npu") and mentions_cuda(source, "musa"), source
         assert not mentions_cuda(source, "neutral") and not mentions_cuda(source, "torch"), source
 
