@@ -12,23 +12,30 @@ import re
 import libcst as cst
 from libcst.metadata import MetadataWrapper
 
-from migrate import regions
+from migrate import candidates, regions
 from migrate.annotate import Annotate
 from migrate.imports import ImportPlan
 from migrate.model import Change, Diagnostic, MigrationResult, SourceError
 from migrate.rules import RULES
 from migrate.targets import TARGETS, Target, target_named
 
-__all__ = ["TARGETS", "migrate_source", "mentions_cuda", "SourceError", "MigrationResult"]
+__all__ = ["TARGETS", "migrate_source", "mentions_cuda", "prefilter", "SourceError", "MigrationResult"]
 
-# Every token any rule can fire on (see each rule's TRIGGER). A file that matches none of these comes
-# out byte-identical, so the driver can skip it before parsing.
-_PREFILTER = re.compile("|".join(rule.TRIGGER for rule in RULES), re.IGNORECASE)
+# Per target, every token a rule that fires for it can fire on (see each rule's TRIGGER). A file that
+# matches none comes out byte-identical, so the driver can skip it before parsing.
+_PREFILTERS = {
+    name: re.compile("|".join(rule.TRIGGER for rule in RULES if rule.fires_for(target_named(name))), re.IGNORECASE)
+    for name in TARGETS
+}
 
 
-def mentions_cuda(source: str) -> bool:
+def prefilter(target: Target) -> re.Pattern:
+    return _PREFILTERS[target.name]
+
+
+def mentions_cuda(source: str, target: str = "neutral") -> bool:
     """Cheap test: False means `migrate_source` would return `source` unchanged and report nothing."""
-    return _PREFILTER.search(source) is not None
+    return prefilter(target_named(target)).search(source) is not None
 
 
 def migrate_source(source: str, target: str = "neutral", *, annotate: bool = False) -> MigrationResult:
@@ -37,31 +44,35 @@ def migrate_source(source: str, target: str = "neutral", *, annotate: bool = Fal
     Raises ValueError for an unknown target and SourceError when `source` is not parseable Python.
     """
     chosen = target_named(target)
-    if not mentions_cuda(source):
+    if not prefilter(chosen).search(source):
         return MigrationResult(source, (), (), source)
     return run_rules(source, chosen, annotate=annotate)
 
 
-def run_rules(source: str, target: Target, *, annotate: bool = False) -> MigrationResult:
-    """Every rule over `source`, without the prefilter (tests use it to check the prefilter is sound)."""
+def run_rules(source: str, target: Target, *, annotate: bool = False, every_rule: bool = False) -> MigrationResult:
+    """The rules over `source`, without the prefilter; with `every_rule`, every rule, not only those whose
+    trigger the code matches (tests use both to check the prefilter and that choice are sound)."""
+    # Which rules can fire, judged on the code alone: a source that mentions CUDA only in comments and
+    # docstrings is done without LibCST. Source CPython cannot parse is left to LibCST to judge.
+    text = None if every_rule else candidates.code_text(source)
+    rules = [rule for rule in RULES if rule.fires_for(target) and (text is None or rule.trigger.search(text))]
+    if not rules:
+        return MigrationResult(source, (), (), source)
     tree = _parse(source)
     # Metadata (scopes, qualified names) is the expensive part: it is computed again only after a
     # rule has changed the tree.
     wrapper = MetadataWrapper(tree, unsafe_skip_copy=True)
-    code = source
     imports = ImportPlan()
     excluded = regions.excluded_lines(source)
     changes: list[Change] = []
     diagnostics: list[Diagnostic] = []
-    for rule_class in RULES:
-        if not rule_class.trigger.search(code):
-            continue
+    for rule_class in rules:
         rule = rule_class(imports, target, excluded)
         rewritten = wrapper.visit(rule)
         diagnostics += rule.diagnostics
         if rule.changes:
             changes += rule.changes
-            tree, code = rewritten, rewritten.code
+            tree = rewritten
             wrapper = MetadataWrapper(tree, unsafe_skip_copy=True)
     diagnostics = sorted(set(diagnostics), key=lambda d: (d.line, d.col, d.code))
     if annotate and diagnostics:

@@ -49,11 +49,11 @@ class Loaded:
 
 
 def process_file(found: Found, options: Options) -> FileResult:
-    loaded = load(found)
+    loaded = load(found, options.target)
     return convert(loaded, options) if isinstance(loaded, Loaded) else loaded
 
 
-def load(found: Found) -> Loaded | FileResult:
+def load(found: Found, target: str) -> Loaded | FileResult:
     path, kind = str(found.path), found.kind
     try:
         data = Path(path).read_bytes()
@@ -63,8 +63,8 @@ def load(found: Found) -> Loaded | FileResult:
         source = decode_shell(data) if kind == "shell" else decode_python(data)
     except DecodeError as exc:
         return FileResult(path, kind, "failed", diagnostics=(_error("PL902", exc),))
-    mentions = shell.mentions_cuda if kind == "shell" else engine.mentions_cuda
-    if not mentions(source.text):
+    mentions = shell.mentions_cuda(source.text) if kind == "shell" else engine.mentions_cuda(source.text, target)
+    if not mentions:
         return FileResult(path, kind, "unchanged")
     return Loaded(path, kind, source)
 

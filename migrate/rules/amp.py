@@ -25,7 +25,8 @@ def is_cuda_literal(node: cst.BaseExpression) -> bool:
 
 
 class Amp(Rule):
-    TRIGGER = r"amp|autocast|GradScaler"
+    # A "cuda" literal or torch.cuda.amp, except `torch.amp.GradScaler()`, which means "cuda".
+    TRIGGER = r"cuda|GradScaler"
 
     def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
         if self.excluded(original_node):

@@ -36,7 +36,8 @@ def dotted(node: cst.CSTNode) -> str | None:
 
 class Rule(cst.CSTTransformer):
     """One concern of the migration. Subclasses set TRIGGER (a regex: the rule can only fire on
-    sources it matches; the engine's prefilter is their union) and rewrite or report.
+    sources whose code, comments and docstrings aside, it matches; the engine's prefilter is the union
+    over the rules that `fires_for` the target) and rewrite or report.
 
     A plain CSTTransformer run through a shared MetadataWrapper, rather than libcst's codemod
     commands: their matcher machinery and per-command metadata cost more than the rules themselves.
@@ -50,6 +51,11 @@ class Rule(cst.CSTTransformer):
         super().__init_subclass__(**kwargs)
         if "TRIGGER" in cls.__dict__:
             cls.trigger = re.compile(cls.TRIGGER, re.IGNORECASE)
+
+    @classmethod
+    def fires_for(cls, target: Target) -> bool:
+        """False when the rule never changes or reports anything on `target`."""
+        return True
 
     def __init__(self, imports: ImportPlan, target: Target, excluded: frozenset[int]):
         super().__init__()

@@ -83,7 +83,11 @@ class DistributedDataParallelDevices(Rule):
     targets keep `device_ids=[i]`: DDP accepts device indices on every accelerator.
     """
 
-    TRIGGER = r"DistributedDataParallel|DDP"
+    TRIGGER = r"DistributedDataParallel"  # `DDP` is an alias imported under its name
+
+    @classmethod
+    def fires_for(cls, target) -> bool:
+        return target.name == "neutral"
 
     def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
         if self.target.name != "neutral" or self.qualified(original_node.func) not in _DDP:

@@ -15,6 +15,10 @@ _FLOAT64 = {"torch.float64", "torch.double", "torch.DoubleTensor", "torch.cuda.D
 class Float64(ReferenceRule):
     TRIGGER = r"float64|double"
 
+    @classmethod
+    def fires_for(cls, target) -> bool:
+        return not target.float64_native
+
     def reference(self, node) -> bool:
         if self.target.float64_native:
             return False

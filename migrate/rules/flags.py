@@ -21,7 +21,7 @@ def backend_flag(qualified: str | None) -> tuple[str, str] | None:
 
 
 class BackendFlags(ReferenceRule):
-    TRIGGER = r"backends"
+    TRIGGER = r"\bbackends\b"  # the names are imported through it
 
     def reference(self, node) -> bool:
         flag = backend_flag(self.qualified(node))

@@ -33,7 +33,7 @@ _LOAD = "torch.utils.cpp_extension.load"
 
 
 class CudaOnlyLibraries(Rule):
-    TRIGGER = "|".join(LIBRARIES) + r"|flash_attention"
+    TRIGGER = r"\b(?:" + "|".join(LIBRARIES) + r")\b|flash_attention_2"
 
     def visit_Import(self, node: cst.Import) -> bool:
         for alias in node.names:
@@ -57,7 +57,7 @@ class CudaOnlyLibraries(Rule):
 
 
 class CudaExtensions(Rule):
-    TRIGGER = r"CUDAExtension|cpp_extension|load_inline|cuda_sources"
+    TRIGGER = r"cpp_extension"  # every name the rule resolves is imported from it
 
     def visit_Import(self, node: cst.Import) -> bool:
         return False

@@ -20,7 +20,9 @@ _TYPE_STRING = re.compile(r"torch\.cuda\.(\w+Tensor)")
 
 
 class LegacyTensorTypes(Rule):
-    TRIGGER = r"Tensor"
+    # Only torch.cuda's types: imported from it or spelled "torch.cuda.FloatTensor" (torch.LongTensor
+    # annotations are everywhere and never fire).
+    TRIGGER = r"cuda"
 
     def tensor_type(self, node: cst.CSTNode) -> str | None:
         name = self.qualified(node)

@@ -40,10 +40,22 @@ def test_imports_the_rewrite_left_unused_are_dropped_others_kept():
 
 
 def test_prefilter_sees_every_kind_of_trigger():
-    for source in ["x.cuda()", "'NCCL_DEBUG'", "import apex", "torch.float64", "from flash_attn import f",
-                   "backend='nccl'", "torch.backends.cudnn.benchmark", "import pynvml"]:
+    for source in ["x.cuda()", "'NCCL_DEBUG'", "import apex", "from flash_attn import f", "import triton.language",
+                   "backend='nccl'", "torch.backends.cudnn.benchmark", "import pynvml", "torch.amp.GradScaler()",
+                   "from torch.utils import cpp_extension", "attn_implementation='flash_attention_2'"]:
         assert mentions_cuda(source), source
     assert not mentions_cuda("import torch\nx = torch.zeros(3).to('cpu')\n")
+
+
+def test_prefilter_ignores_words_that_only_contain_a_trigger():
+    # "amp" in "example" and "clamp", "apex" in "apexes", "Tensor" anywhere: nothing a rule fires on.
+    assert not mentions_cuda("def example(x: torch.Tensor):\n    return x.clamp(0).double()  # apexes\n")
+
+
+def test_float64_is_looked_for_only_where_it_is_reported():
+    for source in ["torch.float64", "x.double()", "torch.double"]:
+        assert mentions_cuda(source, "npu") and mentions_cuda(source, "musa"), source
+        assert not mentions_cuda(source, "neutral") and not mentions_cuda(source, "torch"), source
 
 
 def test_result_reports_conversions_with_input_positions():
@@ -100,3 +112,26 @@ def test_vendor_import_is_added_once_and_only_to_changed_files():
 def test_environment_renames_need_no_vendor_import():
     result = migrate_source("import os\nos.environ['CUDA_VISIBLE_DEVICES'] = '0'\n", "npu")
     assert result.code == "import os\nos.environ['ASCEND_RT_VISIBLE_DEVICES'] = '0'\n"
+
+
+@pytest.mark.parametrize("source", [
+    '"""Runs on CUDA: call torch.cuda.synchronize() first."""\nimport torch\n# x.cuda()\n',
+    'def f():\n    """Moves to "cuda"."""\n    # NCCL_DEBUG=INFO helps\n    return 1\n',
+])
+def test_cuda_only_in_comments_and_docstrings_is_left_alone(source):
+    result = migrate_source(source, "npu")
+    assert (result.code, result.changes, result.diagnostics) == (source, (), ())
+
+
+@pytest.mark.parametrize("source", [
+    'import torch\nf"{torch.cuda.synchronize()}"\n',  # an f-string statement's expressions are code
+    'import torch\n"cuda:0" ""\n',  # two strings, not a docstring: each is a literal the rules look at
+    'import torch\nx = "cuda"  \\\n  # comment\n',
+])
+def test_strings_and_expressions_that_look_like_prose_are_still_migrated(source):
+    from migrate.engine import run_rules
+    from migrate.targets import target_named
+
+    for target in TARGETS:
+        assert run_rules(source, target_named(target)) == run_rules(source, target_named(target), every_rule=True)
+    assert migrate_source(source).changes or migrate_source(source).diagnostics
