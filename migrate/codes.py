@@ -90,6 +90,14 @@ CODES: dict[str, Code] = {
                   "use `torch.tensor(data, dtype=..., device=...)` or `torch.empty(size, dtype=..., device=...)`"),
     "PL407": Code("distributed", "warning", "DDP output_device differs from device_ids",
                   "output_device must be None on cpu; drop it when it repeats device_ids[0]"),
+    "PL408": Code("profiling", "warning", "profiler activity CUDA records CUDA kernels only",
+                  "profile the target's kernels its own way (npu: `torch_npu.profiler.ProfilerActivity.NPU`, "
+                  "xpu: `ProfilerActivity.XPU`); `ProfilerActivity.CPU` works everywhere"),
+    "PL409": Code("api", "warning", "torch.version.cuda is None off CUDA",
+                  "branch on `portlayer.device_type()` (torch: `torch.accelerator.current_accelerator().type`); "
+                  "guard version parsing with `if torch.version.cuda:`"),
+    "PL410": Code("distributed", "warning", "torch.cuda.nccl is NCCL-only",
+                  "use torch.distributed collectives, whose backend the migration sets for the target"),
     # PL5xx: dtype risks.
     "PL501": Code("dtype", "warning", "float64 on a backend without native float64",
                   "use float32 on the device; keep float64 on the host (cpu) if needed"),
