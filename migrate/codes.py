@@ -115,7 +115,9 @@ CODES: dict[str, Code] = {
     "PL606": Code("environment", "info", "CUDA/NCCL variable left as is: the portlayer runtime translates it",
                   "portlayer sets the active backend's variable from it at start-up"),
     "PL607": Code("environment", "warning", "CUDA/NCCL variable has no device-generic form",
-                  "set the accelerator's own variable (ASCEND_RT_VISIBLE_DEVICES, MUSA_VISIBLE_DEVICES, ...)"),
+                  "set the accelerator's own variable (ASCEND_RT_VISIBLE_DEVICES, MUSA_VISIBLE_DEVICES, ...); "
+                  "a setting only CUDA reads (PYTORCH_CUDA_ALLOC_CONF, TORCH_NCCL_*) can be dropped or kept for "
+                  "CUDA runs"),
     "PL608": Code("environment", "warning", "vendor variable takes different units",
                   "rename it by hand and convert its value (e.g. NCCL_BUFFSIZE bytes -> HCCL_BUFFSIZE MiB)"),
     # PL9xx: processing errors.

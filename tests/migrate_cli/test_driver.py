@@ -295,10 +295,11 @@ def test_report_lists_changes_and_diagnostics_per_file_and_counts_by_category(tm
     assert {(c["code"], c["line"]) for c in train["changes"]} >= {("PL102", 5)}
 
     script = files[str(tmp_path / "run.sh")]
-    assert [(c["code"], c["line"]) for c in script["changes"]] == [("PL107", 2)]
-    assert [(d["code"], d["line"], d["severity"]) for d in script["diagnostics"]] == [
-        ("PL605", 1, "warning"),
-        ("PL603", 3, "warning"),
+    # Columns are 1-based, as printed: `export CUDA_VISIBLE_DEVICES` names the variable at column 8.
+    assert [(c["code"], c["line"], c["col"]) for c in script["changes"]] == [("PL107", 2, 8)]
+    assert [(d["code"], d["line"], d["col"], d["severity"]) for d in script["diagnostics"]] == [
+        ("PL605", 1, 8, "warning"),
+        ("PL603", 3, 1, "warning"),
     ]
     assert all(d["hint"] for d in script["diagnostics"])
     assert files[str(tmp_path / "src/broken.py")]["diagnostics"][0]["code"] == "PL901"

@@ -35,6 +35,9 @@ CUDA_STATEMENTS = [
     "torch.backends.cudnn.benchmark = True",
     "import apex",
     "y = t.to(f'cuda:{rank}')",
+    "os.environ.setdefault('PYTORCH_CUDA_ALLOC_CONF', 'expandable_segments:True')",
+    "acts = [torch.profiler.ProfilerActivity.CUDA]",
+    "ok = torch.version.cuda is not None",
 ]
 
 
