@@ -29,7 +29,9 @@ def is_nccl_module(module: str) -> bool:
 
 
 class CudaOnlyNames(ReferenceRule):
-    TRIGGER = r"cuda"
+    # Every way to reach these names spells one of these (`ProfilerActivity`, `version`, `_cuda`, `nccl`),
+    # and "cuda" besides, so the prefilter is unchanged: the narrower trigger only skips this pass.
+    TRIGGER = r"ProfilerActivity|version|_cuda|nccl"
 
     def reference(self, node: cst.Name | cst.Attribute) -> bool:
         name = self.qualified(node)
