@@ -45,9 +45,7 @@ def code_text(source: str) -> str | None:
                 words.append(node.asname)
         elif isinstance(node, ast.ImportFrom) and node.module:
             words.append(node.module)
-        elif isinstance(node, ast.keyword) and node.arg:
-            words.append(node.arg)
-        elif isinstance(node, ast.arg):
+        elif isinstance(node, ast.keyword) and node.arg or isinstance(node, ast.arg):
             words.append(node.arg)
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             words.append(node.name)

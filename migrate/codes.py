@@ -90,6 +90,14 @@ CODES: dict[str, Code] = {
                   "use `torch.tensor(data, dtype=..., device=...)` or `torch.empty(size, dtype=..., device=...)`"),
     "PL407": Code("distributed", "warning", "DDP output_device differs from device_ids",
                   "output_device must be None on cpu; drop it when it repeats device_ids[0]"),
+    "PL408": Code("profiling", "warning", "profiler activity CUDA records CUDA kernels only",
+                  "profile the target's kernels its own way (npu: `torch_npu.profiler.ProfilerActivity.NPU`, "
+                  "xpu: `ProfilerActivity.XPU`); `ProfilerActivity.CPU` works everywhere"),
+    "PL409": Code("api", "warning", "torch.version.cuda is None off CUDA",
+                  "branch on `portlayer.device_type()` (torch: `torch.accelerator.current_accelerator().type`); "
+                  "guard version parsing with `if torch.version.cuda:`"),
+    "PL410": Code("distributed", "warning", "torch.cuda.nccl is NCCL-only",
+                  "use torch.distributed collectives, whose backend the migration sets for the target"),
     # PL5xx: dtype risks.
     "PL501": Code("dtype", "warning", "float64 on a backend without native float64",
                   "use float32 on the device; keep float64 on the host (cpu) if needed"),
@@ -107,7 +115,9 @@ CODES: dict[str, Code] = {
     "PL606": Code("environment", "info", "CUDA/NCCL variable left as is: the portlayer runtime translates it",
                   "portlayer sets the active backend's variable from it at start-up"),
     "PL607": Code("environment", "warning", "CUDA/NCCL variable has no device-generic form",
-                  "set the accelerator's own variable (ASCEND_RT_VISIBLE_DEVICES, MUSA_VISIBLE_DEVICES, ...)"),
+                  "set the accelerator's own variable (ASCEND_RT_VISIBLE_DEVICES, MUSA_VISIBLE_DEVICES, ...); "
+                  "a setting only CUDA reads (PYTORCH_CUDA_ALLOC_CONF, TORCH_NCCL_*) can be dropped or kept for "
+                  "CUDA runs"),
     "PL608": Code("environment", "warning", "vendor variable takes different units",
                   "rename it by hand and convert its value (e.g. NCCL_BUFFSIZE bytes -> HCCL_BUFFSIZE MiB)"),
     # PL9xx: processing errors.

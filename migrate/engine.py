@@ -90,6 +90,6 @@ def _parse(source: str) -> cst.Module:
     try:
         return cst.parse_module(source)
     except cst.ParserSyntaxError as exc:
-        raise SourceError(exc.raw_line, exc.raw_column, exc.message) from None
+        raise SourceError(exc.raw_line, exc.raw_column + 1, exc.message) from None
     except (ValueError, RecursionError) as exc:  # libcst's tokenizer rejects some inputs this way
-        raise SourceError(1, 0, str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from None
+        raise SourceError(1, 1, str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from None

@@ -54,4 +54,4 @@ def decode_shell(data: bytes) -> SourceText:
 
 def _position(data: bytes, offset: int) -> tuple[int, int]:
     line_start = data.rfind(b"\n", 0, offset) + 1
-    return data.count(b"\n", 0, offset) + 1, offset - line_start
+    return data.count(b"\n", 0, offset) + 1, offset - line_start + 1  # both 1-based

@@ -7,7 +7,8 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Change:
-    """A conversion the codemod made. `line`/`col` point into the input (1-based line, 0-based column)."""
+    """A conversion the codemod made. `line`/`col` point into the input, both 1-based (as gcc, ruff and
+    editors print `path:line:col`), here as in every output."""
 
     code: str
     line: int
@@ -17,7 +18,8 @@ class Change:
 
 @dataclass(frozen=True)
 class Diagnostic:
-    """A site the codemod could not convert safely, or something worth knowing about it."""
+    """A site the codemod could not convert safely, or something worth knowing about it (1-based
+    `line`/`col` into the input, as for `Change`)."""
 
     code: str
     line: int
@@ -49,7 +51,7 @@ class MigrationResult:
 
 
 class SourceError(Exception):
-    """The input is not Python this codemod can parse."""
+    """The input is not Python this codemod can parse (at a 1-based line and column)."""
 
     def __init__(self, line: int, col: int, message: str):
         super().__init__(f"{line}:{col}: {message}")

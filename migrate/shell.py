@@ -19,10 +19,10 @@ from dataclasses import dataclass
 
 from migrate.codes import CODES
 from migrate.model import Change, Diagnostic, MigrationResult
+from migrate.variables import VARIABLE, VISIBLE_DEVICES, is_cuda_only, is_interesting
 from portlayer.backends import BY_NAME
 from portlayer.environment import aliases
 
-VISIBLE_DEVICES = "CUDA_VISIBLE_DEVICES"
 # The vendors' counterparts of nvidia-smi: command-line tools, not part of any runtime record.
 DEVICE_TOOLS = {"npu": "npu-smi info", "musa": "mthreads-gmi"}
 # Words that may open a command without being its name.
@@ -31,30 +31,13 @@ _DECLARERS = frozenset({"export", "declare", "typeset", "local", "readonly", "un
 _ENV_RUNNERS = frozenset({"env", "sudo"})
 _ASSIGNMENT = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(?:\[[^\]]*\])?\+?=")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-# Settings of the CUDA driver and of torch's CUDA/NCCL code that no other backend reads (user variables
-# such as CUDA_FLAG or CUDA_HOME for building are not among them).
-_CUDA_ONLY = (
-    r"CUDA_(?:DEVICE_\w+|LAUNCH_BLOCKING|CACHE_\w+|MODULE_\w+|MPS_\w+|FORCE_\w*JIT|DISABLE_\w*JIT|MANAGED_\w+"
-    r"|AUTO_BOOST|SCALE_LAUNCH_QUEUES|ENABLE_COREDUMP_ON_EXCEPTION|COREDUMP_\w+|GRAPHS_\w+)"
-    r"|PYTORCH_CUDA_\w+|PYTORCH_NVML_\w+|TORCH_NCCL_\w+|TORCH_CUDNN_\w+"
-)
-_CUDA_ONLY_NAME = re.compile(_CUDA_ONLY)
-_VARIABLE = re.compile(rf"\b(?:CUDA_VISIBLE_DEVICES|NCCL_\w+|{_CUDA_ONLY})\b")
 _NVIDIA_SMI = re.compile(r"(?<![\w.-])nvidia-smi(?![\w-])")
 _INTEGER = re.compile(r"""(["']?)(\d+)\1$""")
 _OPERATOR_CHARS = ";&|()<>"
 
 
-def is_interesting(name: str) -> bool:
-    return _VARIABLE.fullmatch(name) is not None
-
-
-def is_cuda_only(name: str) -> bool:
-    return _CUDA_ONLY_NAME.fullmatch(name) is not None
-
-
 def mentions_cuda(text: str) -> bool:
-    return "nvidia-smi" in text or _VARIABLE.search(text) is not None
+    return "nvidia-smi" in text or VARIABLE.search(text) is not None
 
 
 @dataclass(frozen=True)
@@ -294,7 +277,7 @@ class _Positions:
 
     def __call__(self, offset: int) -> tuple[int, int]:
         line = bisect.bisect_right(self._starts, offset)
-        return line, offset - self._starts[line - 1]
+        return line, offset - self._starts[line - 1] + 1  # 1-based, like every position migrate reports
 
 
 def _diagnostic(code: str, line: int, col: int, message: str, hint: str | None = None) -> Diagnostic:
@@ -321,7 +304,7 @@ def migrate_shell(text: str, target: str = "neutral") -> MigrationResult:
     # Names in code that the shell itself neither sets nor reads: arguments (`mpirun -x NCCL_DEBUG`), text.
     others = [
         Site(m.start(), m.end(), m.group())
-        for m in _VARIABLE.finditer(text)
+        for m in VARIABLE.finditer(text)
         if m.start() not in site_starts and in_code(m.start())
     ]
     for site in sorted(sites + others, key=lambda site: site.start):

@@ -6,6 +6,7 @@ LegacyTensorTypes before both (the API rule leaves tensor types to it).
 
 from migrate.rules.amp import Amp
 from migrate.rules.api import TorchCudaApi
+from migrate.rules.cuda_only import CudaOnlyNames
 from migrate.rules.devices import Devices
 from migrate.rules.distributed import CollectiveBackend, DistributedDataParallelDevices
 from migrate.rules.dtypes import Float64
@@ -18,6 +19,7 @@ RULES = (
     CudaOnlyLibraries,
     CudaExtensions,
     BackendFlags,
+    CudaOnlyNames,
     Float64,
     LegacyTensorTypes,
     Amp,

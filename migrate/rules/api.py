@@ -46,6 +46,9 @@ class TorchCudaApi(ReferenceRule):
         elif head in cuda_api.GRAPHS:
             self.report("PL402", node, f"torch.cuda.{suffix}: CUDA graphs are CUDA-only")
             return False
+        elif head == "nccl":
+            self.report("PL410", node, f"torch.cuda.{suffix}: torch.cuda.nccl is NCCL-only")
+            return False
         else:
             template = self.target.api(suffix)
         if template is None:

@@ -139,13 +139,19 @@ class Rule(cst.CSTTransformer):
         for name in names:
             if name.source is QualifiedNameSource.IMPORT:
                 return name.name
-        if not names and self._star_names and not self._is_attribute_name(node):
-            head = node
-            while isinstance(head, cst.Attribute):
-                head = head.value
-            if not self.get_metadata(QualifiedNameProvider, head, set()):
-                return self._from_star(dotted(node))
-        return None
+        if names or self._is_attribute_name(node):
+            return None
+        head = node
+        while isinstance(head, cst.Attribute):
+            head = head.value
+        if self.get_metadata(QualifiedNameProvider, head, set()):
+            return None  # bound in the module: a local name
+        name = dotted(node)
+        if name.split(".")[0] == "torch":
+            # A free `torch` (star-imported, or injected) is torch: the `import torch` the migration
+            # adds for its own rewrites would bind it so, and the next run would then convert it.
+            return name
+        return self._from_star(name) if self._star_names else None
 
     def _is_attribute_name(self, node: cst.CSTNode) -> bool:
         """`b` in `a.b`, or a keyword's name: never a free name a star import could bind."""
@@ -172,8 +178,9 @@ class Rule(cst.CSTTransformer):
     # -- positions, exclusions, records -------------------------------------------------------------
 
     def position(self, node: cst.CSTNode) -> tuple[int, int]:
+        """1-based line and column, as editors and compilers print them (libcst counts columns from 0)."""
         start = self.get_metadata(PositionProvider, node).start
-        return start.line, start.column
+        return start.line, start.column + 1
 
     def excluded(self, node: cst.CSTNode) -> bool:
         return bool(self.excluded_lines) and self.position(node)[0] in self.excluded_lines

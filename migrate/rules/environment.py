@@ -1,5 +1,9 @@
-"""`CUDA_VISIBLE_DEVICES` and `NCCL_*` named in Python (`os.environ[...]`, `os.getenv(...)`, an env dict
-for a subprocess...). These names mean nothing else, so any string literal spelling one exactly is one.
+"""`CUDA_VISIBLE_DEVICES`, `NCCL_*` and the CUDA-only settings (`PYTORCH_CUDA_ALLOC_CONF`,
+`CUDA_DEVICE_MAX_CONNECTIONS`, `TORCH_NCCL_*`, ...) named in Python (`os.environ[...]`, `os.getenv(...)`,
+an env dict for a subprocess...). These names mean nothing else, so any string literal spelling one
+exactly is one; the names are the shell scripts' (`migrate/variables.py`).
+
+CUDA-only settings: reported for every target (PL607), as in shell scripts.
 
 npu / musa: renamed to the vendor's variable where portlayer's backend table has one (PL107); one
 whose value takes other units (PL608) or that has no equivalent (PL605) is reported. neutral: left as
@@ -9,22 +13,22 @@ is, the runtime translates them at start-up (PL606, info). torch: there is no de
 
 from __future__ import annotations
 
-import re
-
 import libcst as cst
 
 from migrate.rules.base import Rule
 from migrate.rules.strings import is_docstring, string_value
-
-_VARIABLE = re.compile(r"CUDA_VISIBLE_DEVICES|NCCL_[A-Z0-9_]+")
+from migrate.variables import is_cuda_only, is_interesting
 
 
 class EnvironmentVariables(Rule):
-    TRIGGER = r"CUDA_VISIBLE_DEVICES|NCCL_"
+    TRIGGER = r"CUDA_|NCCL_|NVML_"
 
     def leave_SimpleString(self, original_node: cst.SimpleString, updated_node: cst.SimpleString):
         name = string_value(original_node)
-        if name is None or not _VARIABLE.fullmatch(name) or is_docstring(self.parent(original_node)):
+        if name is None or not is_interesting(name) or is_docstring(self.parent(original_node)):
+            return updated_node
+        if is_cuda_only(name):
+            self.report("PL607", original_node, f"{name} only affects CUDA; left as is")
             return updated_node
         if self.target.name == "neutral":
             self.report("PL606", original_node, f"{name} left as is: the portlayer runtime translates it")

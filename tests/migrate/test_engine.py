@@ -61,13 +61,13 @@ def test_float64_is_looked_for_only_where_it_is_reported():
 def test_result_reports_conversions_with_input_positions():
     result = migrate_source("import torch\n\nx = y.cuda()\n")
     assert result.changed
-    assert [(c.code, c.line, c.col) for c in result.changes] == [("PL101", 3, 4), ("PL110", 3, 4)]
+    assert [(c.code, c.line, c.col) for c in result.changes] == [("PL101", 3, 5), ("PL110", 3, 5)]
 
 
 def test_diagnostic_formats_as_path_line_col_code_message_and_has_a_category():
     (diagnostic,) = migrate_source("import apex\n").diagnostics
     assert isinstance(diagnostic, Diagnostic)
-    assert diagnostic.format("train.py") == "train.py:1:7: PL201 apex: apex is CUDA-only"
+    assert diagnostic.format("train.py") == "train.py:1:8: PL201 apex: apex is CUDA-only"
     assert diagnostic.category == "library" and diagnostic.severity == "warning" and diagnostic.hint
 
 

@@ -158,7 +158,7 @@ def test_a_broken_file_is_named_left_untouched_and_the_others_still_processed(tm
     assert (tmp_path / "b_bytes.py").read_bytes() == undecodable
     assert SYNCHRONIZED in (tmp_path / "c_good.py").read_text()
     assert f"{tmp_path / 'a_syntax.py'}:" in run.stdout and " PL901 " in run.stdout
-    assert f"{tmp_path / 'b_bytes.py'}:2:5: PL902 byte 0xff is not valid utf-8" in run.stdout
+    assert f"{tmp_path / 'b_bytes.py'}:2:6: PL902 byte 0xff is not valid utf-8" in run.stdout
     assert "3 files scanned, 1 changed, 2 failed" in run.stderr
     assert "Traceback" not in run.stdout + run.stderr
 
@@ -295,10 +295,11 @@ def test_report_lists_changes_and_diagnostics_per_file_and_counts_by_category(tm
     assert {(c["code"], c["line"]) for c in train["changes"]} >= {("PL102", 5)}
 
     script = files[str(tmp_path / "run.sh")]
-    assert [(c["code"], c["line"]) for c in script["changes"]] == [("PL107", 2)]
-    assert [(d["code"], d["line"], d["severity"]) for d in script["diagnostics"]] == [
-        ("PL605", 1, "warning"),
-        ("PL603", 3, "warning"),
+    # Columns are 1-based, as printed: `export CUDA_VISIBLE_DEVICES` names the variable at column 8.
+    assert [(c["code"], c["line"], c["col"]) for c in script["changes"]] == [("PL107", 2, 8)]
+    assert [(d["code"], d["line"], d["col"], d["severity"]) for d in script["diagnostics"]] == [
+        ("PL605", 1, 8, "warning"),
+        ("PL603", 3, 1, "warning"),
     ]
     assert all(d["hint"] for d in script["diagnostics"])
     assert files[str(tmp_path / "src/broken.py")]["diagnostics"][0]["code"] == "PL901"
@@ -362,10 +363,10 @@ def test_quiet_prints_diagnostics_only_and_verbose_adds_changes_and_statistics(t
     verbose = migrate(tmp_path, "--check", "-v")
 
     assert quiet.exit_code == verbose.exit_code == 1
-    assert quiet.stdout == f"{tmp_path / 'run.sh'}:1:0: PL603 nvidia-smi only sees NVIDIA GPUs\n"
+    assert quiet.stdout == f"{tmp_path / 'run.sh'}:1:1: PL603 nvidia-smi only sees NVIDIA GPUs\n"
     assert quiet.stderr == ""
-    assert f"{tmp_path / 'train.py'}:5:4: PL102 " in verbose.stdout
-    assert f"{tmp_path / 'run.sh'}:2:7: PL604 " in verbose.stdout
+    assert f"{tmp_path / 'train.py'}:5:5: PL102 " in verbose.stdout
+    assert f"{tmp_path / 'run.sh'}:2:8: PL604 " in verbose.stdout
     assert "  hint: " in verbose.stdout
     assert "category" in verbose.stderr and "converted" in verbose.stderr
 

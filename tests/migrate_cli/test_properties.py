@@ -20,9 +20,10 @@ from migrate.walk import Found
 PROFILE = settings.get_profile("migrate-cli")
 TARGETS = st.sampled_from(engine.TARGETS)
 
-# What training code imports before it uses torch; the snippets below rely on these names.
-PRELUDE = "import os\nimport torch\nimport torch.distributed as dist\n"
-IMPORTS = ["from torch.cuda import amp", "import torch.cuda", "from torch import cuda"]
+# The imports the snippets below use, spliced in anywhere or not at all: a file may use `torch` it never
+# imports (star-imported, injected), and the `import torch` a run adds must not change the next run.
+IMPORTS = ["import os", "import torch", "import torch.distributed as dist", "from torch.cuda import amp",
+           "import torch.cuda", "from torch import cuda"]
 CUDA_STATEMENTS = [
     "torch.cuda.synchronize()",
     "x = torch.device('cuda', 0)",
@@ -34,6 +35,9 @@ CUDA_STATEMENTS = [
     "torch.backends.cudnn.benchmark = True",
     "import apex",
     "y = t.to(f'cuda:{rank}')",
+    "os.environ.setdefault('PYTORCH_CUDA_ALLOC_CONF', 'expandable_segments:True')",
+    "acts = [torch.profiler.ProfilerActivity.CUDA]",
+    "ok = torch.version.cuda is not None",
 ]
 
 
@@ -72,8 +76,7 @@ def test_any_python_from_libcst_nodes(source, target):
 
 @st.composite
 def python_with_cuda(draw) -> str:
-    """Generated Python with CUDA statements spliced in between its top-level statements, after the
-    imports they use."""
+    """Generated Python with CUDA statements and imports spliced in between its top-level statements."""
     source = draw(hypothesmith.from_node())
     try:
         module = cst.parse_module(source)
@@ -83,7 +86,7 @@ def python_with_cuda(draw) -> str:
     statements = draw(st.lists(st.sampled_from(CUDA_STATEMENTS), min_size=1, max_size=4))
     for statement in statements + draw(st.lists(st.sampled_from(IMPORTS), max_size=2)):
         body.insert(draw(st.integers(0, len(body))), cst.parse_statement(statement + "\n"))
-    return PRELUDE + module.with_changes(body=body).code
+    return module.with_changes(body=body).code
 
 
 @settings(PROFILE, max_examples=15)
@@ -92,6 +95,8 @@ def python_with_cuda(draw) -> str:
 @example(
     source="class A:\n\t\x0c\tpass\nfrom torch.cuda import amp\ny = t.to(f'cuda:{rank}')\n", target="npu"
 )
+# A second run once converted what the first run's added `import torch` had bound.
+@example(source="y = t.to(f'cuda:{rank}')\ntorch.cuda.synchronize()\n", target="torch")
 def test_generated_python_with_cuda_mixed_in(source, target):
     assert engine.mentions_cuda(source)
     assert_sound(source, target)

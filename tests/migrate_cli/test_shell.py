@@ -44,7 +44,7 @@ def test_npu_reports_nccl_variables_without_an_hccl_equivalent():
 
     assert "NCCL_IB_DISABLE=1" in result.code
     assert codes(result) == [("PL605", 5)]
-    assert result.diagnostics[0].col == LAUNCH.splitlines()[4].index("NCCL_IB_DISABLE")
+    assert result.diagnostics[0].col == LAUNCH.splitlines()[4].index("NCCL_IB_DISABLE") + 1
 
 
 def test_musa_renames_every_nccl_setting_mccl_reads():
@@ -122,7 +122,7 @@ def test_text_comments_and_arguments_are_never_renamed(line):
 def test_names_left_in_code_are_reported_with_a_hint_to_rename_by_hand():
     result = migrate_shell("mpirun -x NCCL_SOCKET_IFNAME=eth0 -x NCCL_DEBUG python t.py\n", "npu")
 
-    assert [(d.code, d.col) for d in result.diagnostics] == [("PL602", 10), ("PL605", 37)]
+    assert [(d.code, d.col) for d in result.diagnostics] == [("PL602", 11), ("PL605", 38)]
     assert "rename it to HCCL_SOCKET_IFNAME by hand" in result.diagnostics[0].hint
 
 
@@ -187,8 +187,8 @@ def test_settings_only_cuda_reads_are_reported_for_every_target_and_user_variabl
 
     assert result.code == script
     assert [(d.code, d.line, d.col) for d in result.diagnostics] == [
-        ("PL607", 1, first.index("CUDA_DEVICE")),
-        ("PL607", 1, first.rindex("CUDA_DEVICE")),
-        ("PL607", 2, 0),
-        ("PL607", 2, second.index("TORCH_NCCL")),
+        ("PL607", 1, first.index("CUDA_DEVICE") + 1),
+        ("PL607", 1, first.rindex("CUDA_DEVICE") + 1),
+        ("PL607", 2, 1),
+        ("PL607", 2, second.index("TORCH_NCCL") + 1),
     ]
