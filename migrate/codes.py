@@ -109,11 +109,13 @@ CODES: dict[str, Code] = {
     "PL603": Code("environment", "warning", "nvidia-smi in a shell script",
                   "use the vendor's tool (npu-smi, mthreads-gmi) or `portlayer doctor`"),
     "PL604": Code("environment", "info", "shell script left as is: the portlayer runtime translates its variables",
-                  "the runtime maps CUDA_VISIBLE_DEVICES and NCCL_* to the active backend's variables"),
+                  "the runtime carries CUDA_VISIBLE_DEVICES and the NCCL_* settings with a vendor equivalent over "
+                  "to the active backend (README table); the other NCCL_* settings have no effect off CUDA"),
     "PL605": Code("environment", "warning", "NCCL_* variable with no vendor equivalent",
                   "find the collective's own setting in the vendor's documentation, or drop it"),
     "PL606": Code("environment", "info", "CUDA/NCCL variable left as is: the portlayer runtime translates it",
-                  "portlayer sets the active backend's variable from it at start-up"),
+                  "portlayer sets the active backend's variable from it at start-up where one exists (README "
+                  "table); an NCCL_* setting without a vendor equivalent has no effect off CUDA"),
     "PL607": Code("environment", "warning", "CUDA/NCCL variable has no device-generic form",
                   "set the accelerator's own variable (ASCEND_RT_VISIBLE_DEVICES, MUSA_VISIBLE_DEVICES, ...); "
                   "a setting only CUDA reads (PYTORCH_CUDA_ALLOC_CONF, TORCH_NCCL_*) can be dropped or kept for "
