@@ -12,15 +12,24 @@ import ast
 import io
 import re
 import tokenize
+import warnings
 
 _STRING_TOKENS = {tokenize.STRING} | {getattr(tokenize, "FSTRING_START", tokenize.STRING)}
+
+
+def parse_python(source: str) -> ast.Module:
+    """`ast.parse`, without the SyntaxWarnings CPython prints about suspicious user code: the codemod
+    reads code, it does not lint it."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SyntaxWarning)
+        return ast.parse(source)
 
 
 def code_text(source: str) -> str | None:
     """The names and string literals of `source`, one a line; None when CPython cannot parse it
     (another Python version's syntax, or none at all: the caller must then look at everything)."""
     try:
-        tree = ast.parse(source)
+        tree = parse_python(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
     # Lines as the parser counts them (str.splitlines also breaks at form feeds).
@@ -58,11 +67,15 @@ def _is_docstring(node: ast.Expr, lines: list[str]) -> bool:
     """A string standing alone as a statement, as the rules see it (LibCST: a string whose parent is
     an expression statement). An implicitly concatenated one is several strings: not a docstring."""
     value = node.value
-    if not (isinstance(value, ast.JoinedStr) or (isinstance(value, ast.Constant) and isinstance(value.value, str))):
+    if not (
+        isinstance(value, ast.JoinedStr) or (isinstance(value, ast.Constant) and isinstance(value.value, str))
+    ):
         return False
     try:
         segment = _segment(value, lines)
-        tokens = [t for t in tokenize.generate_tokens(io.StringIO(segment).readline) if t.type in _STRING_TOKENS]
+        tokens = [
+            t for t in tokenize.generate_tokens(io.StringIO(segment).readline) if t.type in _STRING_TOKENS
+        ]
     except (tokenize.TokenError, SyntaxError, IndexError, UnicodeDecodeError):
         return False  # then its text counts as code: the safe side
     return len(tokens) == 1
@@ -72,6 +85,6 @@ def _segment(node: ast.expr, lines: list[str]) -> str:
     """The source text of `node` (its columns are UTF-8 byte offsets)."""
     first, last = lines[node.lineno - 1].encode(), lines[node.end_lineno - 1].encode()
     if node.lineno == node.end_lineno:
-        return first[node.col_offset:node.end_col_offset].decode()
-    middle = "".join(lines[node.lineno:node.end_lineno - 1])
-    return first[node.col_offset:].decode() + middle + last[:node.end_col_offset].decode()
+        return first[node.col_offset : node.end_col_offset].decode()
+    middle = "".join(lines[node.lineno : node.end_lineno - 1])
+    return first[node.col_offset :].decode() + middle + last[: node.end_col_offset].decode()

@@ -7,13 +7,13 @@ read, decoded, parsed or written is a failed `FileResult`, never an exception: t
 
 from __future__ import annotations
 
-import ast
 import difflib
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from migrate import engine, shell
+from migrate.candidates import parse_python
 from migrate.codes import CODES
 from migrate.files import DecodeError, SourceText, decode_python, decode_shell
 from migrate.model import Change, Diagnostic, SourceError
@@ -63,7 +63,9 @@ def load(found: Found, target: str) -> Loaded | FileResult:
         source = decode_shell(data) if kind == "shell" else decode_python(data)
     except DecodeError as exc:
         return FileResult(path, kind, "failed", diagnostics=(_error("PL902", exc),))
-    mentions = shell.mentions_cuda(source.text) if kind == "shell" else engine.mentions_cuda(source.text, target)
+    mentions = (
+        shell.mentions_cuda(source.text) if kind == "shell" else engine.mentions_cuda(source.text, target)
+    )
     if not mentions:
         return FileResult(path, kind, "unchanged")
     return Loaded(path, kind, source)
@@ -103,10 +105,10 @@ def _check_parses(before: str, after: str) -> None:
     if after == before:
         return
     try:
-        ast.parse(after)
+        parse_python(after)
     except SyntaxError as exc:
         try:
-            ast.parse(before)
+            parse_python(before)
         except SyntaxError:
             return
         raise BrokenOutput(f"the migrated code does not parse: line {exc.lineno}: {exc.msg}") from None
