@@ -11,15 +11,11 @@ import io
 import tokenize
 from dataclasses import dataclass
 
+from migrate.model import SourceError
 
-class DecodeError(Exception):
-    """The bytes are not text in the encoding the file declares. `line`/`col` as in `migrate.model`."""
 
-    def __init__(self, line: int, col: int, message: str):
-        super().__init__(f"{line}:{col}: {message}")
-        self.line = line
-        self.col = col
-        self.message = message
+class DecodeError(SourceError):
+    """The bytes are not text in the encoding the file declares (reported as PL902, not PL901)."""
 
 
 @dataclass(frozen=True)
@@ -38,7 +34,7 @@ def decode_python(data: bytes) -> SourceText:
         encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
     except SyntaxError as exc:  # an unknown or contradictory coding cookie
         line = exc.lineno or 1
-        raise DecodeError(line, 0, str(exc.msg)) from None
+        raise DecodeError(line, 1, str(exc.msg)) from None
     try:
         return SourceText(data.decode(encoding), encoding)
     except UnicodeDecodeError as exc:
