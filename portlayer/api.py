@@ -4,6 +4,9 @@ Kept free of imports so that `import portlayer` stays cheap and the codemod (`mi
 API by name without loading torch.
 """
 
+# The random-number-generator names among those below.
+RNG = ("manual_seed", "manual_seed_all", "seed", "initial_seed", "get_rng_state", "set_rng_state")
+
 # `portlayer.X` behaves like `torch.cuda.X` for each of these, on whichever backend is active.
 MIRRORED = (
     "is_available",
@@ -11,12 +14,7 @@ MIRRORED = (
     "current_device",
     "set_device",
     "synchronize",
-    "manual_seed",
-    "manual_seed_all",
-    "seed",
-    "initial_seed",
-    "get_rng_state",
-    "set_rng_state",
+    *RNG,
     "empty_cache",
     "memory_allocated",
     "max_memory_allocated",

@@ -10,6 +10,7 @@ from types import ModuleType, SimpleNamespace
 from typing import Any, Callable
 
 from portlayer import host
+from portlayer.api import RNG
 from portlayer.backends.base import Backend
 
 
@@ -74,17 +75,7 @@ FALLBACKS: dict[str, Callable[[Backend, ModuleType], Any]] = {
     "current_device": lambda backend, module: lambda: 0,
     "set_device": lambda backend, module: _nothing,
     "synchronize": lambda backend, module: _nothing,
-    **{
-        name: _rng(name)
-        for name in (
-            "manual_seed",
-            "manual_seed_all",
-            "seed",
-            "initial_seed",
-            "get_rng_state",
-            "set_rng_state",
-        )
-    },
+    **{name: _rng(name) for name in RNG},
     "empty_cache": lambda backend, module: _nothing,
     **{
         name: (lambda backend, module: _zero_bytes)

@@ -20,15 +20,36 @@ from migrate.rules.strings import StringNode, StringRoleRule, last_identifier
 
 DEVICE, TYPE = "device", "device type"
 
-_DEVICE_KEYWORDS = {"device": DEVICE, "map_location": DEVICE, "device_map": DEVICE,
-                    "device_type": TYPE, "type": TYPE}
-_TYPE_FIRST_ARGUMENT = {"torch.autocast", "torch.amp.autocast", "torch.amp.autocast_mode.autocast",
-                        "torch.amp.GradScaler", "torch.amp.grad_scaler.GradScaler", "torch.get_device_module"}
+_DEVICE_KEYWORDS = {
+    "device": DEVICE,
+    "map_location": DEVICE,
+    "device_map": DEVICE,
+    "device_type": TYPE,
+    "type": TYPE,
+}
+_TYPE_FIRST_ARGUMENT = {
+    "torch.autocast",
+    "torch.amp.autocast",
+    "torch.amp.autocast_mode.autocast",
+    "torch.amp.GradScaler",
+    "torch.amp.grad_scaler.GradScaler",
+    "torch.get_device_module",
+}
 _TORCH_DEVICE = "torch.device"
 _COMPARISONS = (cst.Equal, cst.NotEqual, cst.In, cst.NotIn)
 # `.is_cuda` stays readable as a comparison where the surrounding code binds looser than `==`.
-_LOOSE_PARENTS = (cst.Arg, cst.Assign, cst.AnnAssign, cst.Return, cst.If, cst.While, cst.Assert, cst.IfExp,
-                  cst.BooleanOperation, cst.Expr)
+_LOOSE_PARENTS = (
+    cst.Arg,
+    cst.Assign,
+    cst.AnnAssign,
+    cst.Return,
+    cst.If,
+    cst.While,
+    cst.Assert,
+    cst.IfExp,
+    cst.BooleanOperation,
+    cst.Expr,
+)
 
 
 def names_a_device(node: cst.CSTNode) -> bool:
@@ -67,17 +88,8 @@ class Devices(StringRoleRule):
         ):
             self.dot_cuda.add(node)
 
-    def visit_Assign(self, node: cst.Assign) -> None:
-        if any(names_a_device(target.target) for target in node.targets):
-            self.assign_role(node.value, DEVICE)
-
-    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
-        if names_a_device(node.target):
-            self.assign_role(node.value, DEVICE)
-
-    def visit_Param(self, node: cst.Param) -> None:
-        if names_a_device(node.name):
-            self.assign_role(node.default, DEVICE)
+    def role_of_name(self, target: cst.CSTNode) -> str | None:
+        return DEVICE if names_a_device(target) else None
 
     def visit_Comparison(self, node: cst.Comparison) -> None:
         operands = [node.left, *(target.comparator for target in node.comparisons)]
@@ -156,7 +168,9 @@ class Devices(StringRoleRule):
             return self.vendor_literal(node, "cuda", self.target.vendor)
         if text == "cuda":
             return self.expression(self.target.device_type)
-        if role == DEVICE and (re.fullmatch(r"cuda:\d+", text) or (text == "cuda:{}" and len(node.parts) == 2)):
+        if role == DEVICE and (
+            re.fullmatch(r"cuda:\d+", text) or (text == "cuda:{}" and len(node.parts) == 2)
+        ):
             hole = node.parts[1] if isinstance(node, cst.FormattedString) else None
             if hole is not None and (hole.conversion is not None or hole.format_spec is not None):
                 return None
@@ -165,7 +179,9 @@ class Devices(StringRoleRule):
 
     # -- .is_cuda and replacements ------------------------------------------------------------------
 
-    def leave_Attribute(self, original_node: cst.Attribute, updated_node: cst.Attribute) -> cst.BaseExpression:
+    def leave_Attribute(
+        self, original_node: cst.Attribute, updated_node: cst.Attribute
+    ) -> cst.BaseExpression:
         if original_node.attr.value != "is_cuda" or self.excluded(original_node):
             return updated_node
         if self.target.is_vendor:

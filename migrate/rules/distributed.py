@@ -17,8 +17,11 @@ from migrate.rules.strings import StringNode, StringRoleRule, last_identifier
 BACKEND = "collective backend"
 _INIT = {"torch.distributed.init_process_group", "torch.distributed.distributed_c10d.init_process_group"}
 _NCCL_ATTRIBUTES = {"torch.distributed.Backend.NCCL", "torch.distributed.distributed_c10d.Backend.NCCL"}
-_DDP = {"torch.nn.parallel.DistributedDataParallel", "torch.nn.parallel.distributed.DistributedDataParallel",
-        "torch.nn.DistributedDataParallel"}
+_DDP = {
+    "torch.nn.parallel.DistributedDataParallel",
+    "torch.nn.parallel.distributed.DistributedDataParallel",
+    "torch.nn.DistributedDataParallel",
+}
 
 
 def names_a_backend(node: cst.CSTNode) -> bool:
@@ -45,13 +48,8 @@ class CollectiveBackend(StringRoleRule):
         if self.qualified(node.func) in _INIT and node.args and node.args[0].keyword is None:
             self.assign_role(node.args[0].value, BACKEND)
 
-    def visit_Assign(self, node: cst.Assign) -> None:
-        if any(names_a_backend(target.target) for target in node.targets):
-            self.assign_role(node.value, BACKEND)
-
-    def visit_Param(self, node: cst.Param) -> None:
-        if names_a_backend(node.name):
-            self.assign_role(node.default, BACKEND)
+    def role_of_name(self, target: cst.CSTNode) -> str | None:
+        return BACKEND if names_a_backend(target) else None
 
     def visit_Comparison(self, node: cst.Comparison) -> None:
         operands = [node.left, *(target.comparator for target in node.comparisons)]
@@ -64,7 +62,9 @@ class CollectiveBackend(StringRoleRule):
             return self.vendor_literal(node, "nccl", self.target.vendor_dist_backend)
         return self.expression(self.target.dist_backend)
 
-    def leave_Attribute(self, original_node: cst.Attribute, updated_node: cst.Attribute) -> cst.BaseExpression:
+    def leave_Attribute(
+        self, original_node: cst.Attribute, updated_node: cst.Attribute
+    ) -> cst.BaseExpression:
         if self.qualified(original_node) not in _NCCL_ATTRIBUTES or self.excluded(original_node):
             return updated_node
         if self.target.is_vendor:
@@ -105,7 +105,8 @@ class DistributedDataParallelDevices(Rule):
         single = elements[0].value if len(elements) == 1 else None
         argument = single if single is not None else ids_arg.value
         args[keywords["device_ids"]] = ids_arg.with_changes(
-            value=self.expression("portlayer.ddp_device_ids({ids})", ids=argument))
+            value=self.expression("portlayer.ddp_device_ids({ids})", ids=argument)
+        )
         if "output_device" in keywords:
             output = args[keywords["output_device"]].value
             if single is not None and code_of(output) == code_of(single):
@@ -114,5 +115,7 @@ class DistributedDataParallelDevices(Rule):
                     args[-1] = args[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
             else:
                 self.report("PL407", original_node.args[keywords["output_device"]])
-        self.changed("PL105", original_node, "DistributedDataParallel device_ids -> portlayer.ddp_device_ids(...)")
+        self.changed(
+            "PL105", original_node, "DistributedDataParallel device_ids -> portlayer.ddp_device_ids(...)"
+        )
         return updated_node.with_changes(args=args)

@@ -46,6 +46,27 @@ class StringRoleRule(Rule):
         super().__init__(*args)
         self.roles: dict[cst.CSTNode, str] = {}
 
+    def role_of_name(self, target: cst.CSTNode) -> str | None:
+        """The role a value gets from the name it is bound to (`device = "cuda"`); None for no role."""
+        return None
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        for target in node.targets:
+            role = self.role_of_name(target.target)
+            if role is not None:
+                self.assign_role(node.value, role)
+                return
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        role = self.role_of_name(node.target)
+        if role is not None:
+            self.assign_role(node.value, role)
+
+    def visit_Param(self, node: cst.Param) -> None:
+        role = self.role_of_name(node.name)
+        if role is not None:
+            self.assign_role(node.default, role)
+
     def assign_role(self, expression: cst.CSTNode | None, role: str) -> None:
         """Give `role` to the literals `expression` evaluates to (through `a if c else b`)."""
         if expression is None:
@@ -58,7 +79,9 @@ class StringRoleRule(Rule):
                 self.assign_role(element.value, role)
         elif isinstance(expression, (cst.SimpleString, cst.FormattedString)):
             self.roles.setdefault(expression, role)
-        elif isinstance(expression, cst.BinaryOperation) and isinstance(expression.operator, (cst.Add, cst.Modulo)):
+        elif isinstance(expression, cst.BinaryOperation) and isinstance(
+            expression.operator, (cst.Add, cst.Modulo)
+        ):
             self.assign_role(expression.left, role)  # "cuda:" + str(i), "cuda:%d" % i
         elif (
             isinstance(expression, cst.Call)
@@ -72,7 +95,9 @@ class StringRoleRule(Rule):
         if isinstance(node, cst.SimpleString):
             text = string_value(node)
         else:
-            text = "".join(part.value if isinstance(part, cst.FormattedStringText) else "{}" for part in node.parts)
+            text = "".join(
+                part.value if isinstance(part, cst.FormattedStringText) else "{}" for part in node.parts
+            )
         return text if text is not None and self.LITERAL.match(text) else None
 
     def rewrite(self, node: StringNode, role: str) -> cst.BaseExpression | None:
@@ -82,10 +107,12 @@ class StringRoleRule(Rule):
         """The same literal, quotes and prefix kept, with its leading `old` spelled `new`."""
         if isinstance(node, cst.SimpleString):
             quote_at = len(node.prefix) + len(node.quote)
-            return node.with_changes(value=node.value[:quote_at] + new + node.value[quote_at + len(old):])
+            return node.with_changes(value=node.value[:quote_at] + new + node.value[quote_at + len(old) :])
         first = node.parts[0]
         assert isinstance(first, cst.FormattedStringText)
-        return node.with_changes(parts=[first.with_changes(value=new + first.value[len(old):]), *node.parts[1:]])
+        return node.with_changes(
+            parts=[first.with_changes(value=new + first.value[len(old) :]), *node.parts[1:]]
+        )
 
     def _leave_string(self, original: StringNode, updated: cst.BaseExpression) -> cst.BaseExpression:
         if original in self.replacements:
@@ -96,7 +123,9 @@ class StringRoleRule(Rule):
         role = self.roles.get(original)
         replacement = self.rewrite(original, role) if role is not None else None
         if replacement is None:
-            self.report("PL405", original, f"{text!r} is not used in a position known to take a {self.ROLE_WORD}")
+            self.report(
+                "PL405", original, f"{text!r} is not used in a position known to take a {self.ROLE_WORD}"
+            )
             return updated
         self.changed(self.CODE, original, f"{text!r} -> {cst.Module([]).code_for_node(replacement)}")
         return replacement
