@@ -1,41 +1,48 @@
 """The codemod's entry point: one Python source in, the migrated source and its report out.
 
-It never imports or runs the code it rewrites. Each concern is one transformer (`migrate/rules/`), run
-in sequence over the module. Imports are added and removed once, after every rule has run, so that
-no rule shifts the lines of another: every `Change` and `Diagnostic` points at a line of the input.
+It never imports or runs the code it rewrites. CPython's parser finds the statements a rule can fire
+on (`migrate.analysis`); only those reach LibCST, as one small module (`migrate.snippets`), and each
+concern is one transformer over it (`migrate/rules/`), run in sequence. Imports are added and removed
+once, after every rule has run, so that no rule shifts the lines of another: every `Change` and
+`Diagnostic` points at a line of the input.
 """
 
 from __future__ import annotations
 
-import re
+import operator
+from functools import reduce
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper
 
-from migrate import candidates, regions
+from migrate import regions
+from migrate.analysis import analyse
 from migrate.annotate import Annotate
 from migrate.imports import ImportPlan
 from migrate.model import Change, Diagnostic, MigrationResult, SourceError
 from migrate.rules import RULES
+from migrate.rules.base import FileContext
+from migrate.snippets import Snippets
 from migrate.targets import TARGETS, Target, target_named
+from migrate.triggers import Prefilter
 
 __all__ = ["TARGETS", "migrate_source", "mentions_cuda", "prefilter", "SourceError", "MigrationResult"]
 
-# Per target, every token a rule that fires for it can fire on (see each rule's TRIGGER). A file that
-# matches none comes out byte-identical, so the driver can skip it before parsing.
+# Per target, every word a rule that fires for it can fire on (see each rule's TRIGGER). A file that
+# has none comes out byte-identical, so the driver can skip it before parsing.
 _PREFILTERS = {
-    name: re.compile("|".join(rule.TRIGGER for rule in RULES if rule.fires_for(target_named(name))), re.IGNORECASE)
+    name: Prefilter(reduce(operator.or_, (rule.TRIGGER for rule in RULES if rule.fires_for(target_named(name)))))
     for name in TARGETS
 }
 
 
-def prefilter(target: Target) -> re.Pattern:
+def prefilter(target: Target) -> Prefilter:
     return _PREFILTERS[target.name]
 
 
 def mentions_cuda(source: str, target: str = "neutral") -> bool:
     """Cheap test: False means `migrate_source` would return `source` unchanged and report nothing."""
-    return prefilter(target_named(target)).search(source) is not None
+    return prefilter(target_named(target)).matches(source)
 
 
 def migrate_source(source: str, target: str = "neutral", *, annotate: bool = False) -> MigrationResult:
@@ -44,30 +51,34 @@ def migrate_source(source: str, target: str = "neutral", *, annotate: bool = Fal
     Raises ValueError for an unknown target and SourceError when `source` is not parseable Python.
     """
     chosen = target_named(target)
-    if not prefilter(chosen).search(source):
+    if not prefilter(chosen).matches(source):
         return MigrationResult(source, (), (), source)
     return run_rules(source, chosen, annotate=annotate)
 
 
 def run_rules(source: str, target: Target, *, annotate: bool = False, every_rule: bool = False) -> MigrationResult:
-    """The rules over `source`, without the prefilter; with `every_rule`, every rule, not only those whose
-    trigger the code matches (tests use both to check the prefilter and that choice are sound)."""
-    # Which rules can fire, judged on the code alone: a source that mentions CUDA only in comments and
-    # docstrings is done without LibCST. Source CPython cannot parse is left to LibCST to judge.
-    text = None if every_rule else candidates.code_text(source)
-    rules = [rule for rule in RULES if rule.fires_for(target) and (text is None or rule.trigger.search(text))]
-    if not rules:
+    """The rules over `source`, without the prefilter; with `every_rule`, every rule over every statement,
+    not only those the code's words call for (tests use both to check the prefilter and that choice)."""
+    try:
+        analysis = analyse(source, None if every_rule else prefilter(target).trigger)
+    except SyntaxError as exc:
+        raise SourceError(exc.lineno or 1, exc.offset or 1, exc.msg) from None
+    except (ValueError, RecursionError, MemoryError) as exc:  # null bytes, absurd nesting
+        raise SourceError(1, 1, str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from None
+    rules = [rule for rule in RULES if rule.fires_for(target) and (every_rule or rule.trigger.search(analysis.words))]
+    if not rules or not analysis.spans:
         return MigrationResult(source, (), (), source)
-    tree = _parse(source)
-    # Metadata (scopes, qualified names) is the expensive part: it is computed again only after a
-    # rule has changed the tree.
+    snippets = Snippets(analysis.lines, analysis.spans)
+    tree = _parse(snippets)
+    context = FileContext(
+        ImportPlan(), target, regions.excluded_lines(source), analysis.imports, analysis.scopes, snippets.file_line
+    )
+    # Positions are computed again only after a rule has changed the tree.
     wrapper = MetadataWrapper(tree, unsafe_skip_copy=True)
-    imports = ImportPlan()
-    excluded = regions.excluded_lines(source)
     changes: list[Change] = []
     diagnostics: list[Diagnostic] = []
     for rule_class in rules:
-        rule = rule_class(imports, target, excluded)
+        rule = rule_class(context)
         rewritten = wrapper.visit(rule)
         diagnostics += rule.diagnostics
         if rule.changes:
@@ -76,20 +87,23 @@ def run_rules(source: str, target: Target, *, annotate: bool = False, every_rule
             wrapper = MetadataWrapper(tree, unsafe_skip_copy=True)
     diagnostics = sorted(set(diagnostics), key=lambda d: (d.line, d.col, d.code))
     if annotate and diagnostics:
-        tree = wrapper.visit(Annotate(diagnostics))
+        tree = wrapper.visit(Annotate(diagnostics, snippets.file_line, analysis.lines))
+    code = snippets.splice(tree) if changes or (annotate and diagnostics) else source
     changes.sort(key=lambda c: (c.line, c.col, c.code))
     if changes:
-        tree, added = imports.apply(tree)
+        code, added = context.imports.apply(code)
         # An added import is reported at the first conversion that needed it.
         changes[1:1] = [Change("PL110", changes[0].line, changes[0].col, f"added `import {module}`")
                         for module in added]
-    return MigrationResult(tree.code, tuple(changes), tuple(diagnostics), source)
+    return MigrationResult(code, tuple(changes), tuple(diagnostics), source)
 
 
-def _parse(source: str) -> cst.Module:
+def _parse(snippets: Snippets) -> cst.Module:
+    """The statements CPython parsed, parsed by LibCST (which may lag behind a new Python's syntax)."""
     try:
-        return cst.parse_module(source)
+        return cst.parse_module(snippets.source)
     except cst.ParserSyntaxError as exc:
-        raise SourceError(exc.raw_line, exc.raw_column + 1, exc.message) from None
+        line = snippets.file_line(exc.raw_line) or 1
+        raise SourceError(line, exc.raw_column + 1, exc.message) from None
     except (ValueError, RecursionError) as exc:  # libcst's tokenizer rejects some inputs this way
         raise SourceError(1, 1, str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from None

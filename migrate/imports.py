@@ -1,19 +1,21 @@
-"""The imports a migration needs, applied once after every rule has run: the target's module added
+"""The imports a migration needs, settled once after every rule has run: the target's module added
 once (after the module's leading imports), and imports the rules' edits left unused removed.
 
 Only module-level imports that a rule released are candidates for removal, and a name counts as
 used if it appears anywhere outside import statements (as a name or as a string, for `__all__`).
+Both work on the migrated text: CPython's parse finds the statements, LibCST rewrites only an import
+statement that loses names.
 """
 
 from __future__ import annotations
 
+import ast
+import re
 from dataclasses import dataclass, field
 
 import libcst as cst
 
-# An import as (module, imported name or None, alias or None): `from a.b import c as d` is
-# ("a.b", "c", "d"), `import a.b` is ("a.b", None, None).
-ImportSpec = tuple[str, "str | None", "str | None"]
+from migrate.analysis import ImportSpec, first_line, line_group, parse_python, source_lines
 
 # Added imports go in this order (the vendor plugin after torch).
 _ORDER = ("torch", "portlayer", "torch_npu", "torch_musa")
@@ -24,12 +26,16 @@ class ImportPlan:
     added: set[str] = field(default_factory=set)
     released: set[ImportSpec] = field(default_factory=set)
 
-    def apply(self, tree: cst.Module) -> tuple[cst.Module, list[str]]:
-        """The module with its imports settled, and the modules whose import was added."""
+    def apply(self, code: str) -> tuple[str, list[str]]:
+        """`code` (a migrated module) with its imports settled, and the modules whose import was added."""
+        tree = parse_python(code)
         if self.released:
-            tree = tree.visit(_RemoveUnused(self.released, _used_names(tree)))
-        missing = [name for name in sorted(self.added, key=_rank) if name not in _plain_imports(tree)]
-        return (_insert(tree, missing) if missing else tree), missing
+            removed = _remove_unused(code, tree, self.released)
+            if removed != code:
+                code, tree = removed, parse_python(removed)
+        plain = _plain_imports(tree)
+        missing = [name for name in sorted(self.added, key=_rank) if name not in plain]
+        return (_insert(code, tree, missing) if missing else code), missing
 
 
 def _rank(name: str) -> tuple[int, str]:
@@ -45,41 +51,67 @@ def bound_name(spec: ImportSpec) -> str:
     return alias or obj or module.split(".")[0]
 
 
-def _used_names(tree: cst.Module) -> set[str]:
+def _used_names(tree: ast.Module) -> set[str]:
+    """Every name outside import statements (read, bound or declared; not attribute or keyword names),
+    and the first dotted part of every plain string."""
     used: set[str] = set()
-
-    class Collect(cst.CSTVisitor):
-        def visit_Import(self, node: cst.Import) -> bool:
-            return False
-
-        def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
-            return False
-
-        def visit_Name(self, node: cst.Name) -> None:
-            used.add(node.value)
-
-        def visit_Attribute(self, node: cst.Attribute) -> bool:
-            node.value.visit(self)  # `x` in `x.autocast`; the attribute's own name binds nothing
-            return False
-
-        def visit_Arg(self, node: cst.Arg) -> bool:
-            node.value.visit(self)
-            return False
-
-        def visit_SimpleString(self, node: cst.SimpleString) -> None:
-            value = node.evaluated_value
-            if isinstance(value, str):
-                used.add(value.split(".")[0])
-
-    tree.visit(Collect())
+    stack: list[ast.AST] = [tree]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            continue
+        if isinstance(node, ast.JoinedStr):  # an f-string's text is not a string literal of its own
+            stack.extend(part for part in node.values if isinstance(part, ast.FormattedValue))
+            continue
+        stack.extend(ast.iter_child_nodes(node))
+        if isinstance(node, ast.Name):
+            used.add(node.id)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            used.add(node.value.split(".")[0])
+        elif isinstance(node, ast.arg):
+            used.add(node.arg)
+        elif isinstance(node, (ast.Global, ast.Nonlocal)):
+            used.update(node.names)
+        else:
+            name = getattr(node, "name", None) or getattr(node, "rest", None)
+            if isinstance(name, str):  # def, class, except ... as, match captures
+                used.add(name)
     return used
+
+
+def _remove_unused(code: str, tree: ast.Module, released: set[ImportSpec]) -> str:
+    used = _used_names(tree)
+    remover = _RemoveUnused(released, used)
+    lines = source_lines(code)
+    replaced: list[tuple[int, int, str]] = []
+    index = 0
+    while index < len(tree.body):
+        first, last = line_group(tree.body, index)
+        group = tree.body[first : last + 1]
+        if any(isinstance(statement, (ast.Import, ast.ImportFrom)) for statement in group) and any(
+            spec in released and bound_name(spec) not in used for spec in _specs(group)
+        ):
+            start, end = first_line(group[0]), group[-1].end_lineno
+            module = cst.parse_module("".join(lines[start - 1 : end])).visit(remover)
+            replaced.append((start, end, module.code if module.body else ""))
+        index = last + 1
+    for start, end, text in reversed(replaced):
+        lines[start - 1 : end] = [text]
+    return "".join(lines)
+
+
+def _specs(statements: list[ast.stmt]):
+    for statement in statements:
+        if isinstance(statement, ast.Import):
+            yield from ((alias.name, None, alias.asname) for alias in statement.names)
+        elif isinstance(statement, ast.ImportFrom) and not statement.level and statement.module:
+            yield from ((statement.module, alias.name, alias.asname) for alias in statement.names)
 
 
 class _RemoveUnused(cst.CSTTransformer):
     def __init__(self, released: set[ImportSpec], used: set[str]):
         super().__init__()
         self.released, self.used = released, used
-        self.depth = 0
 
     def visit_IndentedBlock(self, node: cst.IndentedBlock) -> bool:
         return False  # module-level imports only
@@ -111,38 +143,50 @@ class _RemoveUnused(cst.CSTTransformer):
         return node.with_changes(**changes)
 
 
-def _plain_imports(tree: cst.Module) -> set[str]:
+def _plain_imports(tree: ast.Module) -> set[str]:
     """Modules imported as themselves at module level (`import torch_npu`, not `import x as y`)."""
-    found = set()
-    for statement in tree.body:
-        if isinstance(statement, cst.SimpleStatementLine):
-            for small in statement.body:
-                if isinstance(small, cst.Import):
-                    found.update(_dotted(a.name) for a in small.names if a.asname is None)
-    return found
+    return {
+        alias.name
+        for statement in tree.body
+        if isinstance(statement, ast.Import)
+        for alias in statement.names
+        if alias.asname is None
+    }
 
 
-def _is_import_line(statement: cst.CSTNode) -> bool:
-    return isinstance(statement, cst.SimpleStatementLine) and all(
-        isinstance(small, (cst.Import, cst.ImportFrom)) for small in statement.body)
-
-
-def _is_docstring(statement: cst.CSTNode) -> bool:
-    return isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1 and isinstance(
-        statement.body[0], cst.Expr) and isinstance(statement.body[0].value, (cst.SimpleString,
-                                                                              cst.ConcatenatedString))
-
-
-def _insert(tree: cst.Module, modules: list[str]) -> cst.Module:
-    body = list(tree.body)
-    at = 1 if body and _is_docstring(body[0]) else 0
+def _insert(code: str, tree: ast.Module, modules: list[str]) -> str:
+    """`import module` lines after the docstring and the imports that open the module (before its first
+    statement if it opens with neither), set off by a blank line from the code that follows."""
+    body = tree.body
+    groups = []
+    index = 0
+    while index < len(body):
+        first, last = line_group(body, index)
+        groups.append(body[first : last + 1])
+        index = last + 1
+    at = 1 if groups and _is_docstring(groups[0]) else 0
     position = at
-    for index in range(at, len(body)):
-        if _is_import_line(body[index]):
-            position = index + 1
-        else:
-            break
-    new = [cst.parse_statement(f"import {module}\n") for module in modules]
-    if position < len(body) and position > 0 and not body[position].leading_lines:
-        body[position] = body[position].with_changes(leading_lines=[cst.EmptyLine()])
-    return tree.with_changes(body=[*body[:position], *new, *body[position:]])
+    while position < len(groups) and all(isinstance(s, (ast.Import, ast.ImportFrom)) for s in groups[position]):
+        position += 1
+    lines = source_lines(code)
+    newline = next((match.group() for match in re.finditer(r"\r\n|\r|\n", code)), "\n")
+    added = "".join(f"import {module}{newline}" for module in modules)
+    if position == 0:
+        at_line = first_line(groups[0][0]) if groups else len(lines) + 1
+        return "".join(lines[: at_line - 1]) + added + "".join(lines[at_line - 1 :])
+    after = groups[position - 1][-1].end_lineno
+    before = "".join(lines[:after])
+    if before and not before.endswith(("\n", "\r")):
+        before += newline
+    if position < len(groups) and first_line(groups[position][0]) == after + 1:
+        added += newline  # the code right below gets a blank line between it and the imports
+    return before + added + "".join(lines[after:])
+
+
+def _is_docstring(group: list[ast.stmt]) -> bool:
+    return (
+        len(group) == 1
+        and isinstance(group[0], ast.Expr)
+        and isinstance(group[0].value, ast.Constant)
+        and isinstance(group[0].value.value, str)
+    )

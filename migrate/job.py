@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from migrate import engine, shell
-from migrate.candidates import parse_python
+from migrate.analysis import parse_python
 from migrate.codes import CODES
 from migrate.files import DecodeError, SourceText, decode_python, decode_shell
 from migrate.model import Change, Diagnostic, SourceError

@@ -12,6 +12,7 @@ from __future__ import annotations
 import libcst as cst
 
 from migrate.rules.base import Rule
+from migrate.triggers import Words
 
 _AUTOCAST = {"torch.autocast", "torch.amp.autocast", "torch.amp.autocast_mode.autocast"}
 _GRAD_SCALER = {"torch.amp.GradScaler", "torch.amp.grad_scaler.GradScaler"}
@@ -26,7 +27,7 @@ def is_cuda_literal(node: cst.BaseExpression) -> bool:
 
 class Amp(Rule):
     # A "cuda" literal or torch.cuda.amp, except `torch.amp.GradScaler()`, which means "cuda".
-    TRIGGER = r"cuda|GradScaler"
+    TRIGGER = Words(("cuda", "GradScaler"))
 
     def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
         if self.excluded(original_node):

@@ -13,6 +13,7 @@ import libcst as cst
 
 from migrate import cuda_api
 from migrate.rules.base import ReferenceRule
+from migrate.triggers import Words
 
 NameOrAttribute = Union[cst.Name, cst.Attribute]
 
@@ -32,7 +33,7 @@ def owned_elsewhere(suffix: str) -> bool:
 
 
 class TorchCudaApi(ReferenceRule):
-    TRIGGER = r"cuda"
+    TRIGGER = Words(("cuda",))
 
     def reference(self, node: NameOrAttribute) -> bool:
         suffix = torch_cuda_suffix(self.qualified(node))

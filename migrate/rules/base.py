@@ -4,24 +4,25 @@ changes and diagnostics with their positions in the input."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import ClassVar
 
 import libcst as cst
-from libcst.metadata import (
-    ParentNodeProvider,
-    PositionProvider,
-    QualifiedNameProvider,
-    QualifiedNameSource,
-)
+from libcst.metadata import ParentNodeProvider, PositionProvider
 
+from migrate.analysis import ModuleImports
 from migrate.codes import CODES
 from migrate.imports import ImportPlan
 from migrate.model import Change, Diagnostic
+from migrate.scopes import Scope
 from migrate.targets import Target
+from migrate.triggers import Words
 
-# `from torch.cuda import *` hides which names are torch's from the scope analysis: these modules'
-# names are resolved by their spelling when nothing else in the scope binds them.
-_STAR_MODULES = ("torch.cuda", "torch.cuda.amp")
+# Nodes whose `name` is a name they bind, and nodes whose `target` is: what a bound name sits in.
+_NAMING = (cst.Param, cst.FunctionDef, cst.ClassDef, cst.AsName, cst.NameItem, cst.MatchAs, cst.MatchStar)
+_ASSIGNING = (cst.AssignTarget, cst.AugAssign, cst.AnnAssign, cst.For, cst.CompFor, cst.NamedExpr, cst.Del)
+_TARGET_PARTS = (cst.Tuple, cst.List, cst.Element, cst.StarredElement)
 
 
 def dotted(node: cst.CSTNode) -> str | None:
@@ -34,42 +35,53 @@ def dotted(node: cst.CSTNode) -> str | None:
     return None
 
 
-class Rule(cst.CSTTransformer):
-    """One concern of the migration. Subclasses set TRIGGER (a regex: the rule can only fire on
-    sources whose code, comments and docstrings aside, it matches; the engine's prefilter is the union
-    over the rules that `fires_for` the target) and rewrite or report.
+@dataclass
+class FileContext:
+    """What the rules know of the whole file while they look at some of its statements."""
 
-    A plain CSTTransformer run through a shared MetadataWrapper, rather than libcst's codemod
-    commands: their matcher machinery and per-command metadata cost more than the rules themselves.
+    imports: ImportPlan
+    target: Target
+    excluded_lines: frozenset[int]
+    module: ModuleImports
+    scopes: Scope
+    file_line: Callable[[int], int | None]  # a line of the code the rules see -> the file's
+
+
+class Rule(cst.CSTTransformer):
+    """One concern of the migration. Subclasses set TRIGGER (the words the rule can fire on: it is only
+    shown statements whose code, comments and docstrings aside, has one, or reads a name an import with
+    one binds; the engine's prefilter is the union over the rules that `fires_for` the target) and
+    rewrite or report.
+
+    A rule sees only the statements `migrate.analysis` picked, as one module (`migrate.snippets`):
+    names are resolved by the file's scopes and positions are the file's. A plain CSTTransformer,
+    rather than libcst's codemod commands: their matcher machinery and per-command metadata cost more
+    than the rules themselves.
     """
 
-    TRIGGER: ClassVar[str]
+    TRIGGER: ClassVar[Words]
     trigger: ClassVar[re.Pattern]
-    METADATA_DEPENDENCIES = (PositionProvider, QualifiedNameProvider, ParentNodeProvider)
+    METADATA_DEPENDENCIES = (PositionProvider, ParentNodeProvider)
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
         if "TRIGGER" in cls.__dict__:
-            cls.trigger = re.compile(cls.TRIGGER, re.IGNORECASE)
+            cls.trigger = cls.TRIGGER.pattern()
 
     @classmethod
     def fires_for(cls, target: Target) -> bool:
         """False when the rule never changes or reports anything on `target`."""
         return True
 
-    def __init__(self, imports: ImportPlan, target: Target, excluded: frozenset[int]):
+    def __init__(self, context: FileContext):
         super().__init__()
-        self.imports = imports
-        self.target = target
-        self.excluded_lines = excluded
+        self.context = context
+        self.imports = context.imports
+        self.target = context.target
         self.changes: list[Change] = []
         self.diagnostics: list[Diagnostic] = []
-        self._star_names: dict[str, str] = {}
-        self._torch_alias: str | None = None
         # Original node -> its rewrite, filled top-down, applied on the way back up.
         self.replacements: dict[cst.CSTNode, cst.BaseExpression] = {}
-        # Module-level imports by the name they bind: (module, imported object or None, alias or None).
-        self._imports: dict[str, list[tuple[str, str | None, str | None]]] = {}
 
     # Import statements are the rules' input (aliases), never their output: no rule rewrites inside one.
     def visit_Import(self, node: cst.Import) -> bool:
@@ -78,94 +90,70 @@ class Rule(cst.CSTTransformer):
     def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
         return False
 
-    # -- module facts -------------------------------------------------------------------------------
-
-    def visit_Module(self, node: cst.Module) -> None:
-        self._torch_alias = None
-        self._star_names = {}
-        self._imports = {}
-        for statement in node.body:
-            if not isinstance(statement, cst.SimpleStatementLine):
-                continue
-            for small in statement.body:
-                self._record_import(small)
-                if isinstance(small, cst.Import):
-                    for alias in small.names:
-                        if dotted(alias.name) == "torch" and self._torch_alias is None:
-                            self._torch_alias = alias.evaluated_alias or "torch"
-                        elif alias.asname is None and (dotted(alias.name) or "").startswith("torch."):
-                            self._torch_alias = self._torch_alias or "torch"
-                elif isinstance(small, cst.ImportFrom) and isinstance(small.names, cst.ImportStar):
-                    module = dotted(small.module) if small.module is not None else None
-                    if module in _STAR_MODULES:
-                        self._star_names[module] = module
-
-    def _record_import(self, small: cst.BaseSmallStatement) -> None:
-        if isinstance(small, cst.Import):
-            for alias in small.names:
-                module = dotted(alias.name) or ""
-                asname = alias.evaluated_alias
-                bound = asname or module.split(".")[0]
-                self._imports.setdefault(bound, []).append((module, None, asname))
-        elif isinstance(small, cst.ImportFrom) and not small.relative and small.module is not None \
-                and not isinstance(small.names, cst.ImportStar):
-            module = dotted(small.module) or ""
-            for alias in small.names:
-                name = dotted(alias.name) or ""
-                asname = alias.evaluated_alias
-                self._imports.setdefault(asname or name, []).append((module, name, asname))
-
     def _release_imports(self, node: cst.CSTNode) -> None:
         """Ask for the imports `node` used to be removed, should the rewrite leave them unused."""
         for name in _free_names(node):
-            self.imports.released.update(self._imports.get(name, ()))
+            self.imports.released.update(self.context.module.by_name.get(name, ()))
 
     @property
     def torch(self) -> str:
         """The name `torch` is bound to in this module; records that `import torch` is needed if none."""
-        if self._torch_alias is None:
+        alias = self.context.module.torch_alias
+        if alias is None:
             self.imports.added.add("torch")
             return "torch"
-        return self._torch_alias
+        return alias
 
     # -- resolution ---------------------------------------------------------------------------------
 
     def qualified(self, node: cst.CSTNode) -> str | None:
         """The imported name `node` refers to (`torch.cuda.synchronize` for `th.cuda.synchronize` after
         `import torch as th`), or None for local names, shadowed names and anything not a plain chain."""
-        if dotted(node) is None:
-            return None
-        names = self.get_metadata(QualifiedNameProvider, node, set())
-        for name in names:
-            if name.source is QualifiedNameSource.IMPORT:
-                return name.name
-        if names or self._is_attribute_name(node):
+        name = dotted(node)
+        if name is None or self._is_attribute_name(node) or self._is_bound_here(node):
             return None
         head = node
         while isinstance(head, cst.Attribute):
             head = head.value
-        if self.get_metadata(QualifiedNameProvider, head, set()):
-            return None  # bound in the module: a local name
-        name = dotted(node)
-        if name.split(".")[0] == "torch":
+        line, column = self.position(head)
+        first, _, rest = name.partition(".")
+        binding = self.context.scopes.innermost((line, column - 1)).resolve(first)
+        if binding.kind == "import":
+            return f"{binding.qualified}.{rest}" if rest else binding.qualified
+        if binding.kind == "local":
+            return None
+        if first == "torch":
             # A free `torch` (star-imported, or injected) is torch: the `import torch` the migration
             # adds for its own rewrites would bind it so, and the next run would then convert it.
             return name
-        return self._from_star(name) if self._star_names else None
+        return self._from_star(name) if self.context.module.star_modules else None
 
     def _is_attribute_name(self, node: cst.CSTNode) -> bool:
-        """`b` in `a.b`, or a keyword's name: never a free name a star import could bind."""
+        """`b` in `a.b`, or a keyword's name: never a name that refers to anything by itself."""
         parent = self.parent(node)
         return (isinstance(parent, cst.Attribute) and parent.attr is node) or (
             isinstance(parent, cst.Arg) and parent.keyword is node)
 
+    def _is_bound_here(self, node: cst.CSTNode) -> bool:
+        """A name being bound (a parameter, a def, an `as` name, an assignment target), not read."""
+        if not isinstance(node, cst.Name):
+            return False
+        parent = self.parent(node)
+        if isinstance(parent, _NAMING) and getattr(parent, "name", None) is node:
+            return True
+        child = node
+        while isinstance(parent, _TARGET_PARTS):
+            child, parent = parent, self.parent(parent)
+        return isinstance(parent, _ASSIGNING) and getattr(parent, "target", None) is child
+
     def _from_star(self, name: str) -> str | None:
         from migrate import cuda_api
 
+        star_modules = self.context.module.star_modules
         first = name.split(".")[0]
-        if "torch.cuda.amp" in self._star_names and f"amp.{first}" in cuda_api.AMP_NAMES:
+        if "torch.cuda.amp" in star_modules and f"amp.{first}" in cuda_api.AMP_NAMES:
             return f"torch.cuda.amp.{name}"
-        if "torch.cuda" in self._star_names and (
+        if "torch.cuda" in star_modules and (
             first in cuda_api.PORTLAYER or first in cuda_api.DEVICE_MODULE or first in cuda_api.TENSOR_TYPES
             or first in cuda_api.GRAPHS or first in ("amp", "nvtx")
         ):
@@ -178,12 +166,14 @@ class Rule(cst.CSTTransformer):
     # -- positions, exclusions, records -------------------------------------------------------------
 
     def position(self, node: cst.CSTNode) -> tuple[int, int]:
-        """1-based line and column, as editors and compilers print them (libcst counts columns from 0)."""
+        """The file's 1-based line and column, as editors and compilers print them (libcst counts
+        columns from 0)."""
         start = self.get_metadata(PositionProvider, node).start
-        return start.line, start.column + 1
+        return self.context.file_line(start.line) or 0, start.column + 1
 
     def excluded(self, node: cst.CSTNode) -> bool:
-        return bool(self.excluded_lines) and self.position(node)[0] in self.excluded_lines
+        excluded = self.context.excluded_lines
+        return bool(excluded) and self.position(node)[0] in excluded
 
     def changed(self, code: str, node: cst.CSTNode, message: str, *, needs_runtime: bool = True) -> None:
         """Record a conversion of `node` (an original node): the imports it used may now be unused, and

@@ -13,6 +13,7 @@ from __future__ import annotations
 import libcst as cst
 
 from migrate.rules.base import ReferenceRule, dotted
+from migrate.triggers import Words
 
 _PROFILER_ACTIVITY = frozenset({
     "torch.profiler.ProfilerActivity.CUDA",
@@ -29,9 +30,9 @@ def is_nccl_module(module: str) -> bool:
 
 
 class CudaOnlyNames(ReferenceRule):
-    # Every way to reach these names spells one of these (`ProfilerActivity`, `version`, `_cuda`, `nccl`),
-    # and "cuda" besides, so the prefilter is unchanged: the narrower trigger only skips this pass.
-    TRIGGER = r"ProfilerActivity|version|_cuda|nccl"
+    # Every way to these names spells "cuda" or "nccl" in the statement (`ProfilerActivity.CUDA`,
+    # `version.cuda`, `_cuda_*`) or in the import that binds the name the statement reads.
+    TRIGGER = Words(("cuda", "nccl"))
 
     def reference(self, node: cst.Name | cst.Attribute) -> bool:
         name = self.qualified(node)

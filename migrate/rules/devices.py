@@ -14,9 +14,9 @@ from __future__ import annotations
 import re
 
 import libcst as cst
-import libcst.matchers as m
 
-from migrate.rules.strings import StringNode, StringRoleRule, last_identifier
+from migrate.rules.strings import StringNode, StringRoleRule, is_method, last_identifier
+from migrate.triggers import Words
 
 DEVICE, TYPE = "device", "device type"
 
@@ -58,7 +58,7 @@ def names_a_device(node: cst.CSTNode) -> bool:
 
 
 class Devices(StringRoleRule):
-    TRIGGER = r"cuda"
+    TRIGGER = Words(("cuda",))
     LITERAL = re.compile(r"cuda(:|$)")
     ROLE_WORD = "device"
     CODE = "PL101"
@@ -79,10 +79,10 @@ class Devices(StringRoleRule):
             self._torch_device(node, positional)
         elif name in _TYPE_FIRST_ARGUMENT and positional:
             self.assign_role(positional[0].value, TYPE)
-        elif m.matches(node.func, m.Attribute(attr=m.Name("to"))) and positional:
+        elif is_method(node.func, "to") and positional:
             self.assign_role(positional[0].value, DEVICE)
         elif (
-            m.matches(node.func, m.Attribute(attr=m.Name("cuda")))
+            is_method(node.func, "cuda")
             and not self._torch_module(node.func)
             and not self.excluded(node)
         ):

@@ -13,6 +13,7 @@ import libcst as cst
 
 from migrate.rules.base import Rule
 from migrate.rules.strings import StringNode, StringRoleRule, last_identifier
+from migrate.triggers import Words
 
 BACKEND = "collective backend"
 _INIT = {"torch.distributed.init_process_group", "torch.distributed.distributed_c10d.init_process_group"}
@@ -36,7 +37,7 @@ def code_of(node: cst.CSTNode) -> str:
 
 
 class CollectiveBackend(StringRoleRule):
-    TRIGGER = r"nccl"
+    TRIGGER = Words(("nccl",))
     LITERAL = re.compile(r"nccl$")
     ROLE_WORD = "collective backend"
     CODE = "PL104"
@@ -83,7 +84,7 @@ class DistributedDataParallelDevices(Rule):
     targets keep `device_ids=[i]`: DDP accepts device indices on every accelerator.
     """
 
-    TRIGGER = r"DistributedDataParallel"  # `DDP` is an alias imported under its name
+    TRIGGER = Words(("DistributedDataParallel",))  # `DDP` is an alias imported under its name
 
     @classmethod
     def fires_for(cls, target) -> bool:

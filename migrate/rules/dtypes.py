@@ -5,15 +5,16 @@ run on them, but there float64 is also the host's business, and most such uses a
 from __future__ import annotations
 
 import libcst as cst
-import libcst.matchers as m
 
 from migrate.rules.base import ReferenceRule
+from migrate.rules.strings import is_method
+from migrate.triggers import Words
 
 _FLOAT64 = {"torch.float64", "torch.double", "torch.DoubleTensor", "torch.cuda.DoubleTensor"}
 
 
 class Float64(ReferenceRule):
-    TRIGGER = r"float64|double"
+    TRIGGER = Words(("float64", "double"))
 
     @classmethod
     def fires_for(cls, target) -> bool:
@@ -29,6 +30,6 @@ class Float64(ReferenceRule):
         return True
 
     def visit_Call(self, node: cst.Call) -> None:
-        if not self.target.float64_native and m.matches(node.func, m.Attribute(attr=m.Name("double"))) \
+        if not self.target.float64_native and is_method(node.func, "double") \
                 and not node.args:
             self.report("PL501", node, f".double(): {self.target.name} has no native float64")

@@ -17,11 +17,12 @@ import libcst as cst
 
 from migrate.rules.base import Rule
 from migrate.rules.strings import is_docstring, string_value
+from migrate.triggers import Words
 from migrate.variables import is_cuda_only, is_interesting
 
 
 class EnvironmentVariables(Rule):
-    TRIGGER = r"CUDA_|NCCL_|NVML_"
+    TRIGGER = Words(("CUDA_", "NCCL_", "NVML_"))
 
     def leave_SimpleString(self, original_node: cst.SimpleString, updated_node: cst.SimpleString):
         name = string_value(original_node)

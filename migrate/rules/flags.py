@@ -7,6 +7,7 @@ run is no longer deterministic). musa: muDNN switches with cuDNN's names are con
 from __future__ import annotations
 
 from migrate.rules.base import ReferenceRule
+from migrate.triggers import Words
 
 
 def backend_flag(qualified: str | None) -> tuple[str, str] | None:
@@ -21,7 +22,8 @@ def backend_flag(qualified: str | None) -> tuple[str, str] | None:
 
 
 class BackendFlags(ReferenceRule):
-    TRIGGER = r"\bbackends\b"  # the names are imported through it
+    # `backends.cudnn.x`, `backends.cuda.x`, or a name bound by an import that spells one of them.
+    TRIGGER = Words(("cuda", "cudnn"))
 
     def reference(self, node) -> bool:
         flag = backend_flag(self.qualified(node))

@@ -12,6 +12,7 @@ import libcst as cst
 from migrate.codes import CODES
 from migrate.rules.base import Rule, dotted
 from migrate.rules.strings import string_value
+from migrate.triggers import Words
 
 # Top-level package -> code.
 LIBRARIES = {
@@ -33,7 +34,7 @@ _LOAD = "torch.utils.cpp_extension.load"
 
 
 class CudaOnlyLibraries(Rule):
-    TRIGGER = r"\b(?:" + "|".join(LIBRARIES) + r")\b|flash_attention_2"
+    TRIGGER = Words(("flash_attention_2",), whole=tuple(LIBRARIES))
 
     def visit_Import(self, node: cst.Import) -> bool:
         for alias in node.names:
@@ -57,7 +58,7 @@ class CudaOnlyLibraries(Rule):
 
 
 class CudaExtensions(Rule):
-    TRIGGER = r"cpp_extension"  # every name the rule resolves is imported from it
+    TRIGGER = Words(("cpp_extension",))  # every name the rule resolves is imported from it
 
     def visit_Import(self, node: cst.Import) -> bool:
         return False

@@ -27,6 +27,11 @@ def is_docstring(parent: cst.CSTNode) -> bool:
     return isinstance(parent, cst.Expr)
 
 
+def is_method(func: cst.BaseExpression, name: str) -> bool:
+    """`func` is `<anything>.name`: a call of it calls a method `name`."""
+    return isinstance(func, cst.Attribute) and func.attr.value == name
+
+
 def last_identifier(node: cst.CSTNode) -> str | None:
     """`device` for `self.args.device`, `device_type` for `device_type`, else None."""
     if isinstance(node, cst.Name):
@@ -83,11 +88,7 @@ class StringRoleRule(Rule):
             expression.operator, (cst.Add, cst.Modulo)
         ):
             self.assign_role(expression.left, role)  # "cuda:" + str(i), "cuda:%d" % i
-        elif (
-            isinstance(expression, cst.Call)
-            and isinstance(expression.func, cst.Attribute)
-            and expression.func.attr.value == "format"
-        ):
+        elif isinstance(expression, cst.Call) and is_method(expression.func, "format"):
             self.assign_role(expression.func.value, role)  # "cuda:{}".format(i)
 
     def literal_text(self, node: StringNode) -> str | None:

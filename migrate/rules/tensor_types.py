@@ -15,6 +15,7 @@ import libcst as cst
 from migrate import cuda_api
 from migrate.rules.base import Rule
 from migrate.rules.strings import is_docstring, string_value
+from migrate.triggers import Words
 
 _TYPE_STRING = re.compile(r"torch\.cuda\.(\w+Tensor)")
 
@@ -22,7 +23,7 @@ _TYPE_STRING = re.compile(r"torch\.cuda\.(\w+Tensor)")
 class LegacyTensorTypes(Rule):
     # Only torch.cuda's types: imported from it or spelled "torch.cuda.FloatTensor" (torch.LongTensor
     # annotations are everywhere and never fire).
-    TRIGGER = r"cuda"
+    TRIGGER = Words(("cuda",))
 
     def tensor_type(self, node: cst.CSTNode) -> str | None:
         name = self.qualified(node)

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from migrate import engine, job
 from migrate.shell import migrate_shell
+from migrate.targets import target_named
 from migrate.walk import Found
 
 PROFILE = settings.get_profile("migrate-cli")
@@ -100,6 +101,13 @@ def python_with_cuda(draw) -> str:
 def test_generated_python_with_cuda_mixed_in(source, target):
     assert engine.mentions_cuda(source)
     assert_sound(source, target)
+
+
+@settings(PROFILE, max_examples=15)
+@given(source=python_with_cuda(), target=TARGETS)
+def test_showing_the_rules_only_the_statements_picked_gives_what_the_whole_file_gives(source, target):
+    chosen = target_named(target)
+    assert engine.run_rules(source, chosen) == engine.run_rules(source, chosen, every_rule=True)
 
 
 SHELL_PIECES = [

@@ -1,0 +1,380 @@
+"""One walk over CPython's `ast` of a module: its scopes (`migrate.scopes`), its module-level imports, and
+the statements the rules must see.
+
+A statement must be seen when its code (comments and docstrings aside) has a word a rule's TRIGGER
+matches, or reads a name that an import with such a word binds (`DDP(...)` after `from
+torch.nn.parallel import DistributedDataParallel as DDP`). Each is widened to the smallest run of
+whole lines that parses on its own (`elif` and `else: x` clauses widen to their `if`, statements
+sharing a line with `;` go together), and only those lines reach LibCST: its parse and metadata cost
+more than a second on a large module, CPython's parse and this walk a few milliseconds.
+"""
+
+from __future__ import annotations
+
+import ast
+import io
+import re
+import tokenize
+import warnings
+from dataclasses import dataclass, field
+
+from migrate.scopes import Position, Scope
+
+# An import as (module, imported name or None, alias or None): `from a.b import c as d` is
+# ("a.b", "c", "d"), `import a.b` is ("a.b", None, None).
+ImportSpec = tuple[str, "str | None", "str | None"]
+Span = tuple[int, int]  # first and last line, 1-based, inclusive
+
+_STRING_TOKENS = {tokenize.STRING} | {getattr(tokenize, "FSTRING_START", tokenize.STRING)}
+_COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
+_FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
+# `from torch.cuda import *` hides which names are torch's: a module with one is looked at whole.
+STAR_MODULES = ("torch.cuda", "torch.cuda.amp")
+
+
+def parse_python(source: str) -> ast.Module:
+    """`ast.parse`, without the SyntaxWarnings CPython prints about suspicious user code: the codemod
+    reads code, it does not lint it."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SyntaxWarning)
+        return ast.parse(source)
+
+
+def source_lines(source: str) -> list[str]:
+    """Lines as the parser counts them, with their endings (str.splitlines also breaks at form feeds)."""
+    return re.findall(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+", source)
+
+
+@dataclass
+class ModuleImports:
+    """The module-level imports (statements directly in the module's body), as the rules need them."""
+
+    by_name: dict[str, list[ImportSpec]] = field(default_factory=dict)
+    torch_alias: str | None = None  # what `import torch [as th]` binds; "torch" after `import torch.x`
+    star_modules: set[str] = field(default_factory=set)
+
+    @classmethod
+    def of(cls, tree: ast.Module) -> ModuleImports:
+        facts = cls()
+        for statement in tree.body:
+            if isinstance(statement, ast.Import):
+                for alias in statement.names:
+                    bound = alias.asname or alias.name.split(".")[0]
+                    facts.by_name.setdefault(bound, []).append((alias.name, None, alias.asname))
+                    if alias.name == "torch" and facts.torch_alias is None:
+                        facts.torch_alias = bound
+                    elif alias.asname is None and alias.name.startswith("torch."):
+                        facts.torch_alias = facts.torch_alias or "torch"
+            elif isinstance(statement, ast.ImportFrom) and not statement.level and statement.module:
+                for alias in statement.names:
+                    if alias.name == "*":
+                        if statement.module in STAR_MODULES:
+                            facts.star_modules.add(statement.module)
+                        continue
+                    bound = alias.asname or alias.name
+                    facts.by_name.setdefault(bound, []).append((statement.module, alias.name, alias.asname))
+        return facts
+
+
+@dataclass
+class Analysis:
+    lines: list[str]
+    scopes: Scope
+    imports: ModuleImports
+    spans: list[Span]  # disjoint, in order: the lines the rules must see
+    words: str  # the code's words that a trigger matched, one a line (which rules can fire)
+
+
+def analyse(source: str, trigger: re.Pattern | None) -> Analysis:
+    """Raises SyntaxError (or ValueError, RecursionError) when CPython cannot parse `source`. With no
+    `trigger`, every statement is to be seen."""
+    tree = parse_python(source)
+    walk = _Walk(source_lines(source), trigger)
+    walk.run(tree)
+    imports = ModuleImports.of(tree)
+    if trigger is None or imports.star_modules & walk.hot_star_modules:
+        spans = walk.whole_module(tree)
+    else:
+        spans = walk.spans()
+    return Analysis(walk.lines, walk.module_scope, imports, spans, "\n".join(walk.words))
+
+
+class _Walk:
+    def __init__(self, lines: list[str], trigger: re.Pattern | None):
+        self.lines = lines
+        self.trigger = trigger
+        self.words: list[str] = []
+        self.hot: set[ast.stmt] = set()
+        self.hot_star_modules: set[str] = set()
+        # Names bound by imports that have a trigger word, and which statements read which name.
+        self.hot_aliases: set[str] = set()
+        self.readers: dict[str, list[ast.stmt]] = {}
+        self.parent: dict[ast.stmt, ast.stmt | None] = {}
+        self.siblings: dict[ast.stmt, tuple[list[ast.stmt], int]] = {}
+        self.module_scope = Scope("module", (1, 0), (len(lines) + 1, 0))
+
+    # -- the walk -----------------------------------------------------------------------------------
+
+    def run(self, tree: ast.Module) -> None:
+        self._statements(tree.body, None)
+        stack: list[tuple[ast.AST, Scope, ast.stmt | None]] = [(tree, self.module_scope, None)]
+        while stack:
+            node, scope, statement = stack.pop()
+            if isinstance(node, ast.stmt):
+                statement = node
+                for _, value in ast.iter_fields(node):
+                    if isinstance(value, list) and value and isinstance(value[0], ast.stmt):
+                        self._statements(value, node)
+                if isinstance(node, ast.Try) or type(node).__name__ == "TryStar":
+                    for handler in node.handlers:
+                        self._statements(handler.body, node)
+                elif type(node).__name__ == "Match":
+                    for case in node.cases:
+                        self._statements(case.body, node)
+            children = self._enter(node, scope, statement)
+            if children is None:
+                children = [(child, scope) for child in ast.iter_child_nodes(node)]
+            stack.extend((child, child_scope, statement) for child, child_scope in reversed(children))
+        self._sort(self.module_scope)
+        for name in self.hot_aliases:
+            self.hot.update(self.readers.get(name, ()))
+
+    def _statements(self, body: list[ast.stmt], parent: ast.stmt | None) -> None:
+        for index, statement in enumerate(body):
+            self.parent[statement] = parent
+            self.siblings[statement] = (body, index)
+
+    def _enter(self, node: ast.AST, scope: Scope, statement: ast.stmt | None):
+        """Record what `node` binds, reads and says; return its children with the scope each is in, or
+        None for all of them in `scope`."""
+        if isinstance(node, ast.Name):
+            if isinstance(node.ctx, ast.Load):
+                self.readers.setdefault(node.id, []).append(statement)
+            else:
+                scope.bind(node.id)
+            self._word(node.id, statement)
+        elif isinstance(node, ast.Attribute):
+            self._word(node.attr, statement)
+        elif isinstance(node, ast.Constant):
+            if isinstance(node.value, str):
+                self._word(node.value, statement)
+        elif isinstance(node, ast.keyword):
+            if node.arg:
+                self._word(node.arg, statement)
+        elif isinstance(node, ast.Expr):
+            return self._expression_statement(node, scope)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            self._import(node, scope, statement)
+        elif isinstance(node, _FUNCTIONS + (ast.Lambda,)):
+            return self._function(node, scope)
+        elif isinstance(node, ast.ClassDef):
+            scope.bind(node.name)
+            body = scope.child("class", self._start(node.body[0]), self._end(node))
+            outside = [*node.decorator_list, *node.bases, *node.keywords]
+            return [(child, scope) for child in outside] + [(child, body) for child in node.body]
+        elif isinstance(node, _COMPREHENSIONS):
+            inner = scope.child("comprehension", self._start(node), self._end(node))
+            return [(child, inner) for child in ast.iter_child_nodes(node)]
+        elif isinstance(node, ast.NamedExpr):
+            scope.function.bind(node.target.id)
+            return [(node.value, scope)]
+        elif isinstance(node, ast.Global):
+            scope.declared_global.update(node.names)
+        elif isinstance(node, ast.Nonlocal):
+            scope.declared_nonlocal.update(node.names)
+        elif isinstance(node, ast.ExceptHandler):
+            if node.name:
+                scope.bind(node.name)
+        elif type(node).__name__ in ("MatchAs", "MatchStar") and node.name:
+            scope.bind(node.name)
+        elif type(node).__name__ == "MatchMapping" and node.rest:
+            scope.bind(node.rest)
+        return None
+
+    def _expression_statement(self, node: ast.Expr, scope: Scope):
+        """A docstring's text is prose, not code; an f-string's expressions are still code."""
+        value = node.value
+        if isinstance(value, ast.Constant) and isinstance(value.value, str):
+            if self._matches(value.value) and not self._is_docstring(value):
+                self._word(value.value, node)
+            return []
+        if isinstance(value, ast.JoinedStr) and self._is_docstring(value):
+            return [(part, scope) for part in value.values if isinstance(part, ast.FormattedValue)]
+        return None
+
+    def _import(self, node: ast.Import | ast.ImportFrom, scope: Scope, statement: ast.stmt) -> None:
+        module = node.module if isinstance(node, ast.ImportFrom) else None
+        relative = isinstance(node, ast.ImportFrom) and (node.level or not node.module)
+        hot_module = module is not None and self._word(module, statement)
+        for alias in node.names:
+            # A name is the rules' business if it or the module it comes from has a trigger word.
+            hot = self._word(alias.name, statement) | bool(alias.asname and self._word(alias.asname, statement))
+            hot |= hot_module
+            if alias.name == "*":
+                if hot and module is not None:
+                    self.hot_star_modules.add(module)
+                continue
+            if isinstance(node, ast.Import):
+                bound = alias.asname or alias.name.split(".")[0]
+                imported = alias.name if alias.asname else bound
+            else:
+                bound = alias.asname or alias.name
+                imported = None if relative else f"{module}.{alias.name}"
+            if imported is None:
+                scope.bind(bound)
+            else:
+                scope.bind_import(bound, imported)
+            # `import torch.cuda` binds `torch`, whose reads spell out the rest (`torch.cuda.x`).
+            if hot and (alias.asname or not isinstance(node, ast.Import) or self._matches(bound)):
+                self.hot_aliases.add(bound)
+
+    def _function(self, node: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda, scope: Scope):
+        arguments = node.args
+        parameters = [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs]
+        parameters += [arg for arg in (arguments.vararg, arguments.kwarg) if arg is not None]
+        # Decorators, defaults and annotations are evaluated where the function is defined.
+        outside: list[ast.AST] = [*arguments.defaults, *(d for d in arguments.kw_defaults if d is not None)]
+        outside += [arg.annotation for arg in parameters if arg.annotation is not None]
+        if isinstance(node, ast.Lambda):
+            body = [node.body]
+        else:
+            scope.bind(node.name)
+            outside += [*node.decorator_list, *([node.returns] if node.returns else [])]
+            body = node.body
+        inner = scope.child("function", self._start(body[0]), self._end(node))
+        for arg in parameters:
+            inner.bind(arg.arg)
+        return [(child, scope) for child in outside] + [(child, inner) for child in body]
+
+    def _word(self, word: str, statement: ast.stmt | None) -> bool:
+        if statement is None or not self._matches(word):
+            return False
+        self.words.append(word)
+        self.hot.add(statement)
+        return True
+
+    def _matches(self, word: str) -> bool:
+        return self.trigger is not None and self.trigger.search(word) is not None
+
+    # -- positions ----------------------------------------------------------------------------------
+
+    def _start(self, node: ast.AST) -> Position:
+        return self._position(node.lineno, node.col_offset)
+
+    def _end(self, node: ast.AST) -> Position:
+        return self._position(node.end_lineno, node.end_col_offset)
+
+    def _position(self, line: int, byte_column: int) -> Position:
+        """An ast position (UTF-8 byte column) as LibCST counts it (character column)."""
+        text = self.lines[line - 1] if line <= len(self.lines) else ""
+        if text.isascii():
+            return line, byte_column
+        return line, len(text.encode()[:byte_column].decode(errors="replace"))
+
+    def _sort(self, scope: Scope) -> None:
+        scope.children.sort(key=lambda child: child.start)
+        for child in scope.children:
+            self._sort(child)
+
+    def _line_bytes(self, line: int) -> bytes:
+        return self.lines[line - 1].encode() if line <= len(self.lines) else b""
+
+    # -- docstrings ---------------------------------------------------------------------------------
+
+    def _is_docstring(self, value: ast.expr) -> bool:
+        """A string standing alone as a statement, as the rules see it (LibCST: a string whose parent is
+        an expression statement). An implicitly concatenated one is several strings: not a docstring."""
+        try:
+            tokens = [
+                t for t in tokenize.generate_tokens(io.StringIO(self._segment(value)).readline)
+                if t.type in _STRING_TOKENS
+            ]
+        except (tokenize.TokenError, SyntaxError, IndexError, UnicodeDecodeError):
+            return False  # then its text counts as code: the safe side
+        return len(tokens) == 1
+
+    def _segment(self, node: ast.expr) -> str:
+        """The source text of `node` (its columns are UTF-8 byte offsets)."""
+        first, last = self._line_bytes(node.lineno), self._line_bytes(node.end_lineno)
+        if node.lineno == node.end_lineno:
+            return first[node.col_offset : node.end_col_offset].decode()
+        middle = "".join(self.lines[node.lineno : node.end_lineno - 1])
+        return first[node.col_offset :].decode() + middle + last[: node.end_col_offset].decode()
+
+    # -- spans --------------------------------------------------------------------------------------
+
+    def whole_module(self, tree: ast.Module) -> list[Span]:
+        return _disjoint([self._span(statement) for statement in tree.body])
+
+    def spans(self) -> list[Span]:
+        spans = []
+        for statement in self.hot:
+            span = self._span(statement)
+            while span is None:  # not on lines of its own: widen to the statement around it
+                statement = self.parent[statement]
+                span = self._span(statement)
+            spans.append(span)
+        return _disjoint(spans)
+
+    def _span(self, statement: ast.stmt) -> Span | None:
+        """The lines of `statement` and the statements sharing a line with it, if nothing else is on
+        them; None otherwise. A module-level statement always has lines of its own."""
+        body, index = self.siblings[statement]
+        first, last = line_group(body, index)
+        if self.parent[statement] is not None and not (
+            self._begins_line(body[first]) and self._ends_line(body[last])
+        ):
+            return None
+        return first_line(body[first]), self._last_line(body[last])
+
+    def _last_line(self, statement: ast.stmt) -> int:
+        """The statement's last line, and the lines a backslash after its last token continues to."""
+        line, after = statement.end_lineno, self._line_bytes(statement.end_lineno)[statement.end_col_offset :]
+        while after.rstrip().endswith(b"\\") and line < len(self.lines):
+            line += 1
+            after = self._line_bytes(line)
+        return line
+
+    def _begins_line(self, statement: ast.stmt) -> bool:
+        decorators = getattr(statement, "decorator_list", None)
+        start = decorators[0] if decorators else statement
+        before = self._line_bytes(start.lineno)[: start.col_offset].strip()
+        if decorators:
+            return before == b"@"
+        rest = self._line_bytes(start.lineno)[start.col_offset :]
+        # An `elif` is an `if` inside the orelse of the one before it.
+        return before == b"" and not (isinstance(statement, ast.If) and rest.startswith(b"elif"))
+
+    def _ends_line(self, statement: ast.stmt) -> bool:
+        after = self._line_bytes(statement.end_lineno)[statement.end_col_offset :].strip()
+        if after.startswith(b";"):
+            after = after[1:].strip()
+        return after in (b"", b"\\") or after.startswith(b"#")
+
+
+def line_group(body: list[ast.stmt], index: int) -> tuple[int, int]:
+    """The indices of the first and last statements of `body` that share lines with `body[index]`, directly
+    or through each other (`a = 1; b = 2`): LibCST's one statement line."""
+    first = last = index
+    while first > 0 and body[first - 1].end_lineno >= first_line(body[first]):
+        first -= 1
+    while last + 1 < len(body) and first_line(body[last + 1]) <= body[last].end_lineno:
+        last += 1
+    return first, last
+
+
+def first_line(statement: ast.stmt) -> int:
+    decorators = getattr(statement, "decorator_list", None)
+    return min(statement.lineno, decorators[0].lineno) if decorators else statement.lineno
+
+
+def _disjoint(spans: list[Span]) -> list[Span]:
+    """Sorted, with spans inside another dropped. Statements nest, so spans never partly overlap."""
+    kept: list[Span] = []
+    for first, last in sorted(spans, key=lambda span: (span[0], -span[1])):
+        if kept and first <= kept[-1][1]:
+            if last > kept[-1][1]:
+                raise AssertionError(f"lines {first}-{last} partly overlap lines {kept[-1][0]}-{kept[-1][1]}")
+            continue
+        kept.append((first, last))
+    return kept
