@@ -213,6 +213,61 @@ def inject_fault(options: Options, world: World, step: int) -> None:
     time.sleep(3600)  # "hang": the others must time out in their next collective
 
 
+@dataclass
+class TrainingStep:
+    """One optimizer step of the job, the part of the loop that is timed: `grad_accum` micro-batches
+    forward and backward (gradients all-reduced on the last), unscale, clip, optimizer and schedule."""
+
+    options: Options
+    world: World
+    device: torch.device
+    model: torch.nn.Module  # DDP-wrapped when distributed
+    blocks: data.Blocks
+    order: data.Order
+    optimizer: torch.optim.Optimizer
+    scheduler: Any
+    scaler: Any
+
+    @classmethod
+    def build(cls, options: Options, world: World, device: torch.device, model, blocks, order) -> TrainingStep:
+        """AdamW with a warm-up + cosine schedule, and a gradient scaler that is on under fp16 only."""
+        from transformers import get_cosine_schedule_with_warmup
+
+        optimizer = torch.optim.AdamW(model.parameters(), lr=options.lr, weight_decay=options.preset.weight_decay)
+        scheduler = get_cosine_schedule_with_warmup(optimizer, options.warmup_steps, options.steps)
+        scaler = portlayer.GradScaler(enabled=options.precision == "fp16")
+        return cls(options, world, device, model, blocks, order, optimizer, scheduler, scaler)
+
+    def __call__(self, step: int) -> tuple[float, int]:
+        """Optimizer step `step` (from 1): this rank's loss summed over its micro-batches, and its tokens."""
+        options, world, model, scaler = self.options, self.world, self.model, self.scaler
+        micro = options.per_device_batch
+        autocast_dtype = PRECISIONS[options.precision]
+        self.optimizer.zero_grad(set_to_none=True)
+        loss_sum, tokens = 0.0, 0
+        for accum_index in range(options.grad_accum):
+            first = ((step - 1) * options.grad_accum + accum_index) * micro * world.size + world.rank * micro
+            batch = {
+                k: v.to(self.device)
+                for k, v in data.train_batch(self.blocks, self.order, first, micro, options.seed).items()
+            }
+            last = accum_index == options.grad_accum - 1
+            # Gradients are all-reduced once per step, on the last micro-batch.
+            sync = contextlib.nullcontext() if last or not world.distributed else model.no_sync()
+            with sync:
+                with portlayer.autocast(enabled=options.precision != "fp32", dtype=autocast_dtype):
+                    loss = model(**batch).loss
+                scaler.scale(loss / options.grad_accum).backward()
+            loss_sum += loss.detach().float().item()
+            tokens += int(batch["attention_mask"].sum())
+        scaler.unscale_(self.optimizer)  # clip the true gradients, not the fp16-scaled ones
+        torch.nn.utils.clip_grad_norm_(model.parameters(), options.preset.max_grad_norm)
+        scaler.step(self.optimizer)
+        scaler.update()
+        self.scheduler.step()
+        return loss_sum, tokens
+
+
 def train(options: Options) -> dict | None:
     """Run the training job of this process (one rank); returns the run record on rank 0."""
     world = World.from_env()
@@ -281,11 +336,8 @@ def _train(options: Options, world: World, device: torch.device) -> dict | None:
     micro = options.per_device_batch
     global_batch = micro * world.size * options.grad_accum
 
-    optimizer = torch.optim.AdamW(model.parameters(), lr=options.lr, weight_decay=preset.weight_decay)
-    from transformers import get_cosine_schedule_with_warmup
-
-    scheduler = get_cosine_schedule_with_warmup(optimizer, options.warmup_steps, options.steps)
-    scaler = portlayer.GradScaler(enabled=options.precision == "fp16")
+    training = TrainingStep.build(options, world, device, model, blocks, order)
+    optimizer, scheduler, scaler = training.optimizer, training.scheduler, training.scaler
     experiment = config_hash(core.config, options)
 
     records: list[dict] = []
@@ -309,34 +361,12 @@ def _train(options: Options, world: World, device: torch.device) -> dict | None:
     log = Logger(world, options, start)
     if resume_from is not None:
         log.info(f"resumed from {resume_from} at step {start}")
-    autocast_dtype = PRECISIONS[options.precision]
     model.train()
     for step in range(start, options.steps + 1):
         inject_fault(options, world, step)
-        began = time.perf_counter()
         lr = scheduler.get_last_lr()[0]
-        optimizer.zero_grad(set_to_none=True)
-        loss_sum, tokens = 0.0, 0
-        for accum_index in range(options.grad_accum):
-            first = ((step - 1) * options.grad_accum + accum_index) * micro * world.size + world.rank * micro
-            batch = {
-                k: v.to(device)
-                for k, v in data.train_batch(blocks, order, first, micro, options.seed).items()
-            }
-            last = accum_index == options.grad_accum - 1
-            # Gradients are all-reduced once per step, on the last micro-batch.
-            sync = contextlib.nullcontext() if last or not world.distributed else model.no_sync()
-            with sync:
-                with portlayer.autocast(enabled=options.precision != "fp32", dtype=autocast_dtype):
-                    loss = model(**batch).loss
-                scaler.scale(loss / options.grad_accum).backward()
-            loss_sum += loss.detach().float().item()
-            tokens += int(batch["attention_mask"].sum())
-        scaler.unscale_(optimizer)  # clip the true gradients, not the fp16-scaled ones
-        torch.nn.utils.clip_grad_norm_(model.parameters(), preset.max_grad_norm)
-        scaler.step(optimizer)
-        scaler.update()
-        scheduler.step()
+        began = time.perf_counter()
+        loss_sum, tokens = training(step)
         portlayer.synchronize()
         elapsed = time.perf_counter() - began
         mean_loss, all_tokens = world.all_reduce([loss_sum / options.grad_accum, tokens])
