@@ -1,8 +1,8 @@
 """CUDA-only names outside `torch.cuda`'s mirrored surface, reported (nothing rewritten):
 
-- `torch.profiler.ProfilerActivity.CUDA` (PL408): records CUDA kernels only. Each vendor profiles its
-  kernels its own way (torch_npu's own `ProfilerActivity.NPU`, `ProfilerActivity.XPU`, PrivateUse1 where
-  the plugin registers a profiler), so no one spelling is right;
+- `torch.profiler.ProfilerActivity.CUDA` and a profiler's `use_cuda=` (PL408): record CUDA kernels only.
+  Each vendor profiles its kernels its own way (torch_npu's own `ProfilerActivity.NPU`,
+  `ProfilerActivity.XPU`, PrivateUse1 where the plugin registers a profiler), so no one spelling is right;
 - `torch.version.cuda` (PL409): None off CUDA, which breaks `version.parse(torch.version.cuda)`;
 - `torch.cuda.nccl` imports (PL410; its uses are reported by the API rule);
 - `torch._C._cuda_*` private bindings (PL401, like a torch.cuda name the target lacks).
@@ -21,6 +21,7 @@ _PROFILER_ACTIVITY = frozenset({
     "torch.autograd.profiler.ProfilerActivity.CUDA",
     "torch._C._profiler.ProfilerActivity.CUDA",
 })
+_PROFILER_MODULES = ("torch.profiler.", "torch.autograd.profiler.", "torch.autograd.profiler_legacy.")
 _NCCL = "torch.cuda.nccl"
 _PRIVATE = "torch._C._cuda"
 
@@ -48,6 +49,14 @@ class CudaOnlyNames(ReferenceRule):
         else:
             return True
         return False
+
+    def visit_Call(self, node: cst.Call) -> None:
+        use_cuda = next((arg for arg in node.args if arg.keyword is not None and arg.keyword.value == "use_cuda"), None)
+        if use_cuda is None or (isinstance(use_cuda.value, cst.Name) and use_cuda.value.value == "False"):
+            return
+        name = self.qualified(node.func)
+        if name is not None and name.startswith(_PROFILER_MODULES):
+            self.report("PL408", use_cuda, f"{name}(use_cuda=...) records CUDA kernels only")
 
     def visit_Import(self, node: cst.Import) -> bool:
         for alias in node.names:
