@@ -10,6 +10,7 @@ once, after every rule has run, so that no rule shifts the lines of another: eve
 from __future__ import annotations
 
 import operator
+import sys
 from functools import reduce
 
 import libcst as cst
@@ -62,7 +63,9 @@ def run_rules(source: str, target: Target, *, annotate: bool = False, every_rule
     try:
         analysis = analyse(source, None if every_rule else prefilter(target).trigger)
     except SyntaxError as exc:
-        raise SourceError(exc.lineno or 1, exc.offset or 1, exc.msg) from None
+        # Code written for a newer Python than this one fails here too: say which grammar judged it.
+        grammar = f"Python {sys.version_info.major}.{sys.version_info.minor}"
+        raise SourceError(exc.lineno or 1, exc.offset or 1, f"{exc.msg} (as {grammar} parses it)") from None
     except (ValueError, RecursionError, MemoryError) as exc:  # null bytes, absurd nesting
         raise SourceError(1, 1, str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from None
     rules = [rule for rule in RULES if rule.fires_for(target) and (every_rule or rule.trigger.search(analysis.words))]

@@ -22,6 +22,12 @@ def test_unparseable_input_is_a_source_error_with_a_position(source):
     assert raised.value.line >= 1 and raised.value.message
 
 
+def test_a_syntax_error_says_which_python_grammar_judged_it():
+    # Code for a newer Python than the one running portlayer is rejected, not half-migrated.
+    with pytest.raises(SourceError, match=r"\(as Python 3\.\d+ parses it\)"):
+        migrate_source("import torch\nx = torch.cuda.synchronize(\n")
+
+
 def test_a_module_without_cuda_comes_out_byte_identical_even_with_odd_formatting():
     source = "import torch\r\n\r\nx  =  torch.zeros( 3 )\t# tab\r\n"
     result = migrate_source(source)
