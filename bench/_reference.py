@@ -1,25 +1,34 @@
-"""What the trainer benches share: the reference trainer on a preset's defaults, its per-step tokens/s.
+"""What the trainer benches share: the reference trainer's own step on a fresh model of a preset, and the
+statistics of two sides timed step by step on that one model.
 
 Not a bench itself (`python -m bench` skips names starting with "_"); the benches import it by path.
+
+Why one shared model, stepped alternately: rebuilding the same model moved a step's time by up to ±20%
+(where the allocator put the weights), and a busy machine drifts by as much within seconds; both swamp
+the few percent these benches look for, while step-by-step alternation on one model sees neither.
 """
 
 from __future__ import annotations
 
-import gc
 import os
 import statistics
+import time
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from reference_train.presets import get_preset  # noqa: E402
-from reference_train.train import Options, train  # noqa: E402
+import torch  # noqa: E402
+
+import portlayer  # noqa: E402
+from reference_train import data  # noqa: E402
+from reference_train.presets import build_model, get_preset  # noqa: E402
+from reference_train.train import Options, TrainingStep, World  # noqa: E402
 
 PRESET = "gpt2-tiny"
-STEPS = 15  # per round; the first step of each round (allocations, first calls) is left out
-ROUNDS = 4
+WARMUP = 10  # steps per side left out: allocations, first calls, the optimizers' state
+PAIRS = 150
 
 
-def preset_options(name: str = PRESET, steps: int = STEPS) -> Options:
+def preset_options(name: str = PRESET, steps: int = WARMUP + PAIRS) -> Options:
     """The reference trainer's options for one quiet process on the preset's defaults, nothing written."""
     preset = get_preset(name)
     return Options(
@@ -33,31 +42,41 @@ def preset_options(name: str = PRESET, steps: int = STEPS) -> Options:
     )
 
 
-def reference_rates(options: Options) -> list[float]:
-    """Tokens/s of each step but the first of the reference trainer's own loop (one process, no DDP)."""
-    run = train(options)
-    return [step["tokens_per_s"] for step in run["steps"][1:]]
-
-
-def compare_rates(options: Options, reference, anchor) -> tuple[float, float]:
-    """Median per-step tokens/s of `reference()` and `anchor()` (each returns one round's step rates), over
-    ROUNDS rounds run alternately after one warm-up round each (caches, first-call costs, thread pools)."""
-    import torch
-
-    # One intra-op thread: on a shared machine a step with two threads waits on whichever was descheduled,
-    # and that noise would swamp the few percent measured here. Both sides run alike.
+def reference_step(options: Options) -> TrainingStep:
+    """The reference trainer's step (its optimizer, schedule, data order) on a fresh model, one cpu thread:
+    on a shared machine a step with two threads waits on whichever was descheduled."""
     torch.set_num_threads(1)
-    rates = {reference: [], anchor: []}
-    for round_index in range(ROUNDS + 1):
-        # Interleaved, so drift on a noisy machine hits both sides alike, and in turns, so neither always
-        # runs right after the other (measured: whichever ran second in a fixed pair was ~8% faster).
-        for side in (reference, anchor) if round_index % 2 else (anchor, reference):
-            gc.collect()  # the previous run's model is garbage: collect it now, not during a timed step
-            step_rates = side()
-            if round_index:  # round 0 is the warm-up
-                rates[side] += step_rates
+    preset = options.preset
+    blocks = data.load_blocks(preset.task, options.seq_len, options.data)
+    order = data.Order(len(blocks.train), options.seed)
+    device = portlayer.device(0)
+    model = build_model(preset, seed=options.seed, parity=options.parity).to(device)
+    model.train()
+    return TrainingStep.build(options, World.from_env(), device, model, blocks, order)
+
+
+def timed_reference_step(step: TrainingStep, index: int) -> float:
+    """Seconds for step `index`, timed as the trainer's loop times it (until the device is done)."""
+    began = time.perf_counter()
+    step(index)
+    portlayer.synchronize()
+    return time.perf_counter() - began
+
+
+def report(options: Options, mine: list[float], anchor: list[float], anchor_name: str, *, goal: str,
+           throughput: bool = False) -> None:
+    """Medians of both sides' step times and of the per-pair ratios: portlayer's step time over the
+    anchor's, or with `throughput` the anchor's over portlayer's (tokens/s, the same tokens each side)."""
+    ratios = [theirs / ours if throughput else ours / theirs for ours, theirs in zip(mine, anchor)]
+    quartiles = statistics.quantiles(ratios, n=4)
+    what = "tokens/s ratio" if throughput else "step time ratio"
     print(
         f"{options.preset.name} on 1 cpu thread, batch {options.per_device_batch} x {options.seq_len} tokens, "
-        f"median of {len(rates[reference])} steps per side over {ROUNDS} interleaved rounds"
+        f"{len(ratios)} steps per side on one shared model, alternating"
     )
-    return statistics.median(rates[reference]), statistics.median(rates[anchor])
+    print(f"reference trainer step (portlayer) {statistics.median(mine) * 1e3:8.2f} ms (median)")
+    print(f"{anchor_name:<34} {statistics.median(anchor) * 1e3:8.2f} ms (median)")
+    print(
+        f"{what} {statistics.median(ratios):.3f}  (median of per-pair ratios, quartiles "
+        f"{quartiles[0]:.3f}-{quartiles[2]:.3f}; {goal})"
+    )

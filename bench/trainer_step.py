@@ -1,43 +1,35 @@
 """The reference trainer's training step (every device call through portlayer) against the same step
 written against plain torch, on the cpu: same model, same data, same batch.
 
-Both steps train one shared model, alternately, step by step, each with its own optimizer and
-schedule. Measured on separate models, each rebuild moved the step time by up to ±20% (where the
-allocator put the weights), far more than the few percent looked for here; step-by-step alternation
-also spreads a busy machine's drift over both sides alike.
+Both steps train one shared model, alternately, step by step, each with its own optimizer and schedule
+(see `_reference.py` for why).
 
 Goal: ratio <= 1.02 (portlayer's step time over plain torch's). Run: python bench/trainer_step.py
 """
 
 from __future__ import annotations
 
-import gc
-import statistics
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))  # run alone or by `python -m bench`: find _reference
 import torch  # noqa: E402
-from _reference import preset_options  # noqa: E402
+from _reference import WARMUP, preset_options, reference_step, report, timed_reference_step  # noqa: E402
 from transformers import get_cosine_schedule_with_warmup  # noqa: E402
 
-import portlayer  # noqa: E402
 from reference_train import data  # noqa: E402
-from reference_train.presets import build_model  # noqa: E402
-from reference_train.train import Options, TrainingStep, World  # noqa: E402
-
-WARMUP = 10  # pairs of steps left out: allocations, first calls, the optimizers' state
-PAIRS = 200
+from reference_train.train import TrainingStep  # noqa: E402
 
 
 class PlainTorchStep:
     """`TrainingStep.__call__`, line for line, with torch's cpu calls where the trainer calls portlayer."""
 
-    def __init__(self, options: Options, model: torch.nn.Module, blocks: data.Blocks, order: data.Order):
-        self.options, self.model, self.blocks, self.order = options, model, blocks, order
+    def __init__(self, reference: TrainingStep):
+        options = reference.options
+        self.options, self.model, self.blocks, self.order = options, reference.model, reference.blocks, reference.order
         self.device = torch.device("cpu")
-        self.optimizer = torch.optim.AdamW(model.parameters(), lr=options.lr, weight_decay=options.preset.weight_decay)
+        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=options.lr, weight_decay=options.preset.weight_decay)
         self.scheduler = get_cosine_schedule_with_warmup(self.optimizer, options.warmup_steps, options.steps)
         self.scaler = torch.amp.GradScaler("cpu", enabled=False)
 
@@ -62,48 +54,29 @@ class PlainTorchStep:
         return loss_sum, tokens
 
 
-def timed(step, index: int, synchronize) -> float:
+def timed_plain_step(step: PlainTorchStep, index: int) -> float:
     began = time.perf_counter()
-    step(index)
-    synchronize()
+    step(index)  # the cpu has nothing to synchronize
     return time.perf_counter() - began
 
 
 def main() -> None:
-    # One intra-op thread: on a shared machine a step with two threads waits on whichever was descheduled.
-    torch.set_num_threads(1)
-    options = preset_options(steps=WARMUP + PAIRS)
-    preset = options.preset
-    blocks = data.load_blocks(preset.task, options.seq_len, options.data)
-    order = data.Order(len(blocks.train), options.seed)
-    device = portlayer.device(0)
-    model = build_model(preset, seed=options.seed, parity=options.parity).to(device)
-    model.train()
-    reference = TrainingStep.build(options, World.from_env(), device, model, blocks, order)
-    plain = PlainTorchStep(options, model, blocks, order)
-    # (step, how to wait for it, its times); the cpu has nothing to synchronize.
-    mine = (reference, portlayer.synchronize, [])
-    anchor = (plain, lambda: None, [])
-    gc.collect()
-    for index in range(1, WARMUP + PAIRS + 1):
+    options = preset_options()
+    reference = reference_step(options)
+    plain = PlainTorchStep(reference)
+    mine, anchor = [], []
+    for index in range(1, options.steps + 1):
         # In turns, so that neither side always runs right after the other.
-        for step, synchronize, times in (mine, anchor) if index % 2 else (anchor, mine):
-            seconds = timed(step, index, synchronize)
-            if index > WARMUP:
-                times.append(seconds)
-    mine_times, anchor_times = mine[2], anchor[2]
-    ratios = [ours / theirs for ours, theirs in zip(mine_times, anchor_times)]
-    quartiles = statistics.quantiles(ratios, n=4)
-    print(
-        f"{preset.name} on 1 cpu thread, batch {options.per_device_batch} x {options.seq_len} tokens, "
-        f"{PAIRS} steps per side on one shared model, alternating"
-    )
-    print(f"reference trainer step (portlayer) {statistics.median(mine_times) * 1e3:8.2f} ms (median)")
-    print(f"same step, plain torch             {statistics.median(anchor_times) * 1e3:8.2f} ms (median)")
-    print(
-        f"step time ratio {statistics.median(ratios):.3f}  (median of per-pair ratios, quartiles "
-        f"{quartiles[0]:.3f}-{quartiles[2]:.3f}; portlayer / plain torch; goal <= 1.02)"
-    )
+        if index % 2:
+            mine_seconds = timed_reference_step(reference, index)
+            anchor_seconds = timed_plain_step(plain, index)
+        else:
+            anchor_seconds = timed_plain_step(plain, index)
+            mine_seconds = timed_reference_step(reference, index)
+        if index > WARMUP:
+            mine.append(mine_seconds)
+            anchor.append(anchor_seconds)
+    report(options, mine, anchor, "same step, plain torch", goal="portlayer / plain torch; goal <= 1.02")
 
 
 if __name__ == "__main__":
