@@ -45,6 +45,12 @@ def source_lines(source: str) -> list[str]:
     return re.findall(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+", source)
 
 
+def newline_of(text: str) -> str:
+    """The first line ending in `text` ("\n" if it has none): what LibCST takes as the module's."""
+    match = re.search(r"\r\n|\r|\n", text)
+    return match.group() if match else "\n"
+
+
 @dataclass
 class ModuleImports:
     """The module-level imports (statements directly in the module's body), as the rules need them."""
@@ -304,7 +310,7 @@ class _Walk:
     # -- spans --------------------------------------------------------------------------------------
 
     def whole_module(self, tree: ast.Module) -> list[Span]:
-        return _disjoint([self._span(statement) for statement in tree.body])
+        return [self._span(group[0]) for group in line_groups(tree.body)]
 
     def spans(self) -> list[Span]:
         spans = []
@@ -350,6 +356,17 @@ class _Walk:
         if after.startswith(b";"):
             after = after[1:].strip()
         return after in (b"", b"\\") or after.startswith(b"#")
+
+
+def line_groups(body: list[ast.stmt]) -> list[list[ast.stmt]]:
+    """`body` cut into LibCST's statement lines: runs of statements that share lines."""
+    groups = []
+    index = 0
+    while index < len(body):
+        first, last = line_group(body, index)
+        groups.append(body[first : last + 1])
+        index = last + 1
+    return groups
 
 
 def line_group(body: list[ast.stmt], index: int) -> tuple[int, int]:

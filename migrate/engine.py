@@ -67,7 +67,7 @@ def run_rules(source: str, target: Target, *, annotate: bool = False, every_rule
         grammar = f"Python {sys.version_info.major}.{sys.version_info.minor}"
         raise SourceError(exc.lineno or 1, exc.offset or 1, f"{exc.msg} (as {grammar} parses it)") from None
     except (ValueError, RecursionError, MemoryError) as exc:  # null bytes, absurd nesting
-        raise SourceError(1, 1, str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from None
+        raise SourceError(1, 1, _first_line_of(exc)) from None
     rules = [rule for rule in RULES if rule.fires_for(target) and (every_rule or rule.trigger.search(analysis.words))]
     if not rules or not analysis.spans:
         return MigrationResult(source, (), (), source)
@@ -109,4 +109,8 @@ def _parse(snippets: Snippets) -> cst.Module:
         line = snippets.file_line(exc.raw_line) or 1
         raise SourceError(line, exc.raw_column + 1, exc.message) from None
     except (ValueError, RecursionError) as exc:  # libcst's tokenizer rejects some inputs this way
-        raise SourceError(1, 1, str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from None
+        raise SourceError(1, 1, _first_line_of(exc)) from None
+
+
+def _first_line_of(exc: Exception) -> str:
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__

@@ -10,12 +10,11 @@ statement that loses names.
 from __future__ import annotations
 
 import ast
-import re
 from dataclasses import dataclass, field
 
 import libcst as cst
 
-from migrate.analysis import ImportSpec, first_line, line_group, parse_python, source_lines
+from migrate.analysis import ImportSpec, first_line, line_groups, newline_of, parse_python, source_lines
 
 # Added imports go in this order (the vendor plugin after torch).
 _ORDER = ("torch", "portlayer", "torch_npu", "torch_musa")
@@ -84,17 +83,13 @@ def _remove_unused(code: str, tree: ast.Module, released: set[ImportSpec]) -> st
     remover = _RemoveUnused(released, used)
     lines = source_lines(code)
     replaced: list[tuple[int, int, str]] = []
-    index = 0
-    while index < len(tree.body):
-        first, last = line_group(tree.body, index)
-        group = tree.body[first : last + 1]
+    for group in line_groups(tree.body):
         if any(isinstance(statement, (ast.Import, ast.ImportFrom)) for statement in group) and any(
             spec in released and bound_name(spec) not in used for spec in _specs(group)
         ):
             start, end = first_line(group[0]), group[-1].end_lineno
             module = cst.parse_module("".join(lines[start - 1 : end])).visit(remover)
             replaced.append((start, end, module.code if module.body else ""))
-        index = last + 1
     for start, end, text in reversed(replaced):
         lines[start - 1 : end] = [text]
     return "".join(lines)
@@ -157,19 +152,13 @@ def _plain_imports(tree: ast.Module) -> set[str]:
 def _insert(code: str, tree: ast.Module, modules: list[str]) -> str:
     """`import module` lines after the docstring and the imports that open the module (before its first
     statement if it opens with neither), set off by a blank line from the code that follows."""
-    body = tree.body
-    groups = []
-    index = 0
-    while index < len(body):
-        first, last = line_group(body, index)
-        groups.append(body[first : last + 1])
-        index = last + 1
+    groups = line_groups(tree.body)
     at = 1 if groups and _is_docstring(groups[0]) else 0
     position = at
     while position < len(groups) and all(isinstance(s, (ast.Import, ast.ImportFrom)) for s in groups[position]):
         position += 1
     lines = source_lines(code)
-    newline = next((match.group() for match in re.finditer(r"\r\n|\r|\n", code)), "\n")
+    newline = newline_of(code)
     added = "".join(f"import {module}{newline}" for module in modules)
     if position == 0:
         at_line = first_line(groups[0][0]) if groups else len(lines) + 1

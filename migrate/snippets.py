@@ -8,16 +8,14 @@ spans; every other byte of the file is left as it was.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import libcst as cst
 
-from migrate.analysis import Span
+from migrate.analysis import Span, newline_of
 
 _HEADER = "if True:"
-_NEWLINE = re.compile(r"\r\n|\r|\n")
 
 
 @dataclass(frozen=True)
@@ -37,9 +35,9 @@ class Snippets:
         synthetic_line = 1
         for first, last in spans:
             text = "".join(lines[first - 1 : last])
-            newline = _newline_of(lines[first - 1])
+            newline = newline_of(lines[first - 1])
             header = f"{_HEADER}{newline}" if text[:1] in (" ", "\t", "\f") else ""
-            added = "" if _NEWLINE.search(text[-1:]) else newline
+            added = "" if text.endswith(("\n", "\r")) else newline
             self.pieces.append(_Piece((first, last), header, added))
             if header:
                 synthetic_line += 1
@@ -76,8 +74,3 @@ class Snippets:
             line = last + 1
         out += self.lines[line - 1 :]
         return "".join(out)
-
-
-def _newline_of(line: str) -> str:
-    match = _NEWLINE.search(line)
-    return match.group() if match else "\n"
