@@ -12,7 +12,7 @@ export HF_DATASETS_OFFLINE := 1
 
 venv: $(STAMP)
 
-$(STAMP): pyproject.toml constraints.txt
+$(STAMP): pyproject.toml setup.py constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --disable-pip-version-check -c constraints.txt -e '.[migrate,train,dev]'
 	touch $(STAMP)
@@ -25,7 +25,7 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -q -n 2 --dist loadgroup
 
 lint: $(STAMP)
-	$(BIN)/ruff check portlayer migrate reference_train tests bench
+	$(BIN)/ruff check portlayer migrate reference_train tests bench examples setup.py
 
 bench: $(STAMP)
 	$(BIN)/python -m bench

@@ -15,9 +15,9 @@ from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from reference_train.locate import collect, locate, write_dump  # noqa: E402
-from reference_train.locate.capture import loss_of, run_model  # noqa: E402
-from reference_train.locate.source import from_preset  # noqa: E402
+from portlayer.train.locate import collect, locate, write_dump  # noqa: E402
+from portlayer.train.locate.capture import loss_of, run_model  # noqa: E402
+from portlayer.train.locate.source import from_preset  # noqa: E402
 
 ROUNDS = 3
 

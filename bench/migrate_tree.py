@@ -18,8 +18,7 @@ import time
 from pathlib import Path
 
 import libcst as cst
-
-from migrate.walk import discover
+from portlayer.migrate.walk import discover
 
 MENTIONS = re.compile(r"cuda|nccl", re.IGNORECASE)
 

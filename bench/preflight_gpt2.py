@@ -16,9 +16,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import torch  # noqa: E402
+from portlayer.train import presets  # noqa: E402
 
 from portlayer import preflight  # noqa: E402
-from reference_train import presets  # noqa: E402
 
 
 def main() -> None:

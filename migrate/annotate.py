@@ -11,8 +11,7 @@ from typing import Union
 
 import libcst as cst
 from libcst.metadata import PositionProvider
-
-from migrate.model import Diagnostic
+from portlayer.migrate.model import Diagnostic
 
 Statement = Union[cst.SimpleStatementLine, cst.BaseCompoundStatement]
 
@@ -28,7 +27,7 @@ class Annotate(cst.CSTTransformer):
         self, diagnostics: Sequence[Diagnostic], file_line: Callable[[int], int | None], lines: Sequence[str]
     ):
         super().__init__()
-        # The module's lines are some of the file's `lines` (`migrate.snippets`): comments above its
+        # The module's lines are some of the file's `lines` (`portlayer.migrate.engine.snippets`): comments above its
         # statements may be in the file only.
         self.file_line = file_line
         self.lines = lines

@@ -14,13 +14,12 @@ import sys
 from pathlib import Path
 
 import click
-
-from migrate import job
-from migrate.engine import TARGETS
-from migrate.parallel import default_jobs, run_all
-from migrate.progress import Progress
-from migrate.report import Tally, write_report
-from migrate.walk import discover
+from portlayer.migrate import job
+from portlayer.migrate.engine import TARGETS
+from portlayer.migrate.parallel import default_jobs, run_all
+from portlayer.migrate.progress import Progress
+from portlayer.migrate.report import Tally, write_report
+from portlayer.migrate.walk import discover
 
 
 class BadUsage(click.ClickException):

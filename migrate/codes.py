@@ -1,7 +1,7 @@
 """Every stable diagnostic and conversion code, in one table.
 
 Codes never change meaning once released; `docs/migrate-codes.md` is generated from this table
-(`python -m migrate.codes > docs/migrate-codes.md`) and a test keeps the two in sync.
+(`python -m portlayer.migrate.codes > docs/migrate-codes.md`) and a test keeps the two in sync.
 
 Ranges: PL1xx conversions made, PL2xx CUDA-only libraries, PL3xx cuDNN / CUDA backend flags,
 PL4xx torch.cuda names or CUDA features the target lacks, PL5xx dtype risks, PL6xx environment
@@ -134,7 +134,7 @@ def markdown() -> str:
     lines = [
         "# `portlayer migrate` codes",
         "",
-        "Generated from `migrate/codes.py` by `python -m migrate.codes > docs/migrate-codes.md`.",
+        "Generated from `migrate/codes.py` by `python -m portlayer.migrate.codes > docs/migrate-codes.md`.",
         "PL1xx are conversions made; every other code is a diagnostic printed as",
         "`path:line:col: PLnnn message`, followed by its hint.",
         "",

@@ -12,12 +12,13 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from migrate import engine, shell
-from migrate.analysis import parse_python
-from migrate.codes import CODES
-from migrate.files import DecodeError, SourceText, decode_python, decode_shell
-from migrate.model import Change, Diagnostic, SourceError
-from migrate.walk import Found
+from portlayer.migrate import engine, shell
+from portlayer.migrate.codes import CODES
+from portlayer.migrate.engine.analysis import parse_python
+from portlayer.migrate.files import DecodeError, SourceText, decode_python, decode_shell
+from portlayer.migrate.model import Change, Diagnostic, SourceError
+from portlayer.migrate.walk import Found
+
 from portlayer.atomic import write_atomic
 
 

@@ -33,7 +33,7 @@ class Diagnostic:
 
     @property
     def category(self) -> str:
-        from migrate.codes import CODES
+        from portlayer.migrate.codes import CODES
 
         return CODES[self.code].category
 

@@ -11,8 +11,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from migrate.codes import CODES
-from migrate.job import FileResult
+from portlayer.migrate.codes import CODES
+from portlayer.migrate.job import FileResult
+
 from portlayer.atomic import write_atomic
 
 SEVERITIES = ("error", "warning", "info")

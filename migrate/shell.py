@@ -17,9 +17,10 @@ import bisect
 import re
 from dataclasses import dataclass
 
-from migrate.codes import CODES
-from migrate.model import Change, Diagnostic, MigrationResult
-from migrate.variables import VARIABLE, VISIBLE_DEVICES, is_cuda_only, is_interesting
+from portlayer.migrate.codes import CODES
+from portlayer.migrate.model import Change, Diagnostic, MigrationResult
+from portlayer.migrate.variables import VARIABLE, VISIBLE_DEVICES, is_cuda_only, is_interesting
+
 from portlayer.backends import BY_NAME
 from portlayer.environment import aliases
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from migrate import cuda_api
+from portlayer.migrate import cuda_api
+
 from portlayer.backends import BY_NAME
 from portlayer.environment import aliases
 

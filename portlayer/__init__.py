@@ -13,7 +13,7 @@ from portlayer.api import BOUND as _BOUND
 from portlayer.errors import PortlayerError
 
 __version__ = "0.1.0"
-# The drop-in's process-wide patches (`portlayer.patching`), loaded on first use.
+# The drop-in's process-wide patches (`portlayer.dropin.patches`), loaded on first use.
 _PATCHING = ("patch", "unpatch", "patched")
 __all__ = ["PortlayerError", "activate", *_PATCHING, *_BOUND]
 
@@ -36,7 +36,7 @@ def __getattr__(name):
         activate()
         return globals()[name]
     if name in _PATCHING:
-        from portlayer import patching
+        from portlayer.dropin import patches as patching
 
         globals().update({each: getattr(patching, each) for each in _PATCHING})
         return globals()[name]

@@ -12,9 +12,9 @@ from portlayer.errors import PortlayerError
 # name -> (module, attribute, extra that installs its dependencies). Adding a subcommand is adding a row.
 SUBCOMMANDS = {
     "doctor": ("portlayer.doctor", "doctor", None),
-    "migrate": ("migrate.cli", "migrate", "migrate"),
-    "parity": ("reference_train.cli", "parity", "train"),
-    "preflight": ("reference_train.preflight_cli", "preflight", "train"),
+    "migrate": ("portlayer.migrate.cli", "migrate", "migrate"),
+    "parity": ("portlayer.train.cli", "parity", "train"),
+    "preflight": ("portlayer.train.preflight_cli", "preflight", "train"),
 }
 
 

@@ -114,7 +114,7 @@ def _drop_lazy_lookup(namespace: dict) -> None:
     CPython specialises attribute lookups only on modules without `__getattr__`: with it gone,
     `portlayer.synchronize` costs what `torch.cuda.synchronize` costs.
     """
-    from portlayer import patching
+    from portlayer.dropin import patches as patching
 
     namespace.update({name: getattr(patching, name) for name in namespace["_PATCHING"]})
     namespace.pop("__getattr__", None)

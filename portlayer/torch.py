@@ -16,12 +16,12 @@ torch's own and nothing is patched. See docs/dropin.md.
 import torch as _torch
 
 import portlayer as _portlayer
-from portlayer import cuda_lookalike as _cuda_lookalike
-from portlayer import patching as _patching
-from portlayer import retargeted as _retargeted
 from portlayer import runtime as _runtime
 from portlayer.api import BOUND as _BOUND
-from portlayer.retarget import Retarget as _Retarget
+from portlayer.dropin import cuda_module as _cuda_lookalike
+from portlayer.dropin import patches as _patching
+from portlayer.dropin import torch_names as _retargeted
+from portlayer.dropin.cuda_names import Retarget as _Retarget
 
 
 def _namespace() -> dict:

@@ -1,4 +1,4 @@
-"""`torchrun --nproc_per_node N -m reference_train --preset P …` (or `python -m reference_train` for one process)."""
+"""`torchrun --nproc_per_node N -m portlayer.train --preset P …` (or `python -m portlayer.train` for one process)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import traceback
 from pathlib import Path
 
 import click
+from portlayer.train.presets import PRESETS, get_preset
 
 from portlayer import PortlayerError
-from reference_train.presets import PRESETS, get_preset
 
 FAULT_KINDS = ("exit", "hang")
 
@@ -108,16 +108,15 @@ def main(preset, steps, per_device_batch, seq_len, lr, warmup_steps, **rest):
         first_line = (str(exc).strip().splitlines() or [""])[0]
         if not isinstance(exc, PortlayerError):
             first_line = f"{type(exc).__name__}: {first_line}"
-        click.echo(f"reference_train: rank {rank}: error: {first_line}", err=True)
+        click.echo(f"portlayer.train: rank {rank}: error: {first_line}", err=True)
         sys.stderr.flush()
         # A distributed job whose peer died cannot shut down cleanly: leave now, torchrun reaps the rest.
         os._exit(1)
 
 
 def run(preset_name, steps, per_device_batch, seq_len, lr, warmup_steps, rest) -> None:
+    from portlayer.train.train import Options, train
     from transformers.utils import logging as hf_logging
-
-    from reference_train.train import Options, train
 
     hf_logging.set_verbosity_error()
     preset = get_preset(preset_name)
@@ -132,11 +131,11 @@ def run(preset_name, steps, per_device_batch, seq_len, lr, warmup_steps, rest) -
         seq_len=seq_len or preset.seq_len,
         lr=lr or preset.lr,
         warmup_steps=preset.warmup_steps if warmup_steps is None else warmup_steps,
-        command=["-m", "reference_train", *sys.argv[1:]],
+        command=["-m", "portlayer.train", *sys.argv[1:]],
         **rest,
     )
     train(options)
 
 
 if __name__ == "__main__":
-    main(prog_name="python -m reference_train")
+    main(prog_name="python -m portlayer.train")

@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 import click
+from portlayer.train.compare import DEFAULT_RTOL, IncomparableRuns, compare_runs
 
 from portlayer.cli import LazyGroup
-from reference_train.compare import DEFAULT_RTOL, IncomparableRuns, compare_runs
 
 # name -> (module, attribute, extra); the training and locating commands pull in transformers, so they
 # load only when run.
 PARITY_SUBCOMMANDS = {
-    "run": ("reference_train.parity_run", "run", "train"),
-    "locate": ("reference_train.locate.cli", "locate", "train"),
-    "dump": ("reference_train.locate.cli", "dump", "train"),
-    "diff": ("reference_train.locate.cli", "diff", "train"),
+    "run": ("portlayer.train.parity_run", "run", "train"),
+    "locate": ("portlayer.train.locate.cli", "locate", "train"),
+    "dump": ("portlayer.train.locate.cli", "dump", "train"),
+    "diff": ("portlayer.train.locate.cli", "diff", "train"),
 }
 
 EXIT_DIVERGED = 1
@@ -56,8 +56,8 @@ def compare(baseline: str, run: str, rtol: float, plot_path: str | None, all_ste
     count). Runs that differ only in settings (lr, precision, dropout, ...) are compared, and the
     differences named.
     """
-    from reference_train.report import run_table, setting_notes, step_table, verdict_line
-    from reference_train.runfile import RunFileError, read_run
+    from portlayer.train.report import run_table, setting_notes, step_table, verdict_line
+    from portlayer.train.runfile import RunFileError, read_run
 
     try:
         comparison = compare_runs(read_run(baseline), read_run(run), rtol)
@@ -69,7 +69,7 @@ def compare(baseline: str, run: str, rtol: float, plot_path: str | None, all_ste
     click.echo(run_table(comparison))
     click.echo()
     if plot_path is not None:
-        from reference_train.plot import write_plot
+        from portlayer.train.plot import write_plot
 
         try:
             click.echo(f"plot: {write_plot(comparison, plot_path)}")

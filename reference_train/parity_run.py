@@ -1,6 +1,6 @@
 """`portlayer parity run --preset P --nproc N --steps S --out RUN.json [TRAINER OPTIONS…]`.
 
-Launches `torchrun --nproc_per_node N -m reference_train --parity …` on the active backend, shows the
+Launches `torchrun --nproc_per_node N -m portlayer.train --parity …` on the active backend, shows the
 trainer's own output (not torchrun's), and on failure exits 1 with one line: the first rank's error.
 """
 
@@ -13,19 +13,18 @@ import sys
 from pathlib import Path
 
 import click
-
-from reference_train.presets import PRESETS
+from portlayer.train.presets import PRESETS
 
 # torchrun's own log records ("W1123 10:53:36.123000 4321 torch/distributed/…] …") and its failure report.
 _TORCHRUN_LOG = re.compile(r"^\[?[IWEF]\d{4} \d\d:\d\d:\d\d")
-_TRAINER_ERROR = "reference_train: "
+_TRAINER_ERROR = "portlayer.train: "
 
 
 def torchrun_command(
     preset: str, nproc: int, steps: int | None, out: Path, extra: tuple[str, ...]
 ) -> list[str]:
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}"]
-    command += ["-m", "reference_train", "--preset", preset, "--parity", "--out", str(out)]
+    command += ["-m", "portlayer.train", "--preset", preset, "--parity", "--out", str(out)]
     if steps is not None:
         command += ["--steps", str(steps)]
     return command + list(extra)
@@ -73,7 +72,7 @@ def launch(command: list[str], env: dict, echo) -> tuple[int, str | None]:
 def run(preset: str, nproc: int, steps: int | None, out: Path, trainer_options: tuple[str, ...]) -> None:
     """Train PRESET in parity mode with torchrun and record the per-step losses to a run file.
 
-    Other options go to the trainer (`python -m reference_train --help`), e.g. `--grad-accum 2`.
+    Other options go to the trainer (`python -m portlayer.train --help`), e.g. `--grad-accum 2`.
     """
     command = torchrun_command(preset, nproc, steps, out, trainer_options)
     status, error = launch(command, _environment(nproc), click.echo)
@@ -83,4 +82,4 @@ def run(preset: str, nproc: int, steps: int | None, out: Path, trainer_options: 
 
 
 if __name__ == "__main__":
-    run(prog_name="python -m reference_train.parity_run")
+    run(prog_name="python -m portlayer.train.parity_run")

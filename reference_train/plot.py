@@ -5,8 +5,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from portlayer.train.compare import BF16_LIMIT, ROUNDING_LIMIT, TF32_LIMIT, Comparison
+
 from portlayer.atomic import replacing
-from reference_train.compare import BF16_LIMIT, ROUNDING_LIMIT, TF32_LIMIT, Comparison
 
 # A log axis cannot show 0 (identical losses): such steps are drawn on this floor.
 ERROR_FLOOR = 1e-9

@@ -69,8 +69,7 @@ def preflight(preset, target, kernels, report_path, export_path, batch_size, seq
 def _preset_step(name: str, batch_size: int, seq_len: int | None):
     """The preset's model, a real batch, the trainer's optimizer and its gradient-clipping norm."""
     import torch
-
-    from reference_train import presets
+    from portlayer.train import presets
 
     preset = presets.get_preset(name)
     # Not parity mode: the step as it normally trains, with the fused attention and dropout it would use.

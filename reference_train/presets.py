@@ -17,8 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from portlayer.train.tokenizer import VOCAB_SIZE
+
 from portlayer import PortlayerError
-from reference_train.tokenizer import VOCAB_SIZE
 
 CONFIG_DIR = Path(__file__).parent / "configs"
 
@@ -282,7 +283,7 @@ def example_batch(
     preset: Preset, *, batch_size: int | None = None, seq_len: int | None = None, seed: int = 0
 ):
     """The first training batch of a run with this preset: real token ids from the local corpus, with labels."""
-    from reference_train import data
+    from portlayer.train import data
 
     blocks = data.load_blocks(preset.task, seq_len or preset.seq_len)
     order = data.Order(len(blocks.train), seed)

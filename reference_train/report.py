@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from reference_train.compare import PRECISION_OF, Comparison, StepDelta, reduced_precisions
+from portlayer.train.compare import PRECISION_OF, Comparison, StepDelta, reduced_precisions
 
 # Steps shown when not asked for all of them: enough to see the trend, plus every step worth looking at.
 SUMMARY_ROWS = 10

@@ -21,12 +21,12 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
+from portlayer.train import checkpoint, data, runfile
+from portlayer.train.parity import functional_dropout_off
+from portlayer.train.presets import DROPOUT_FIELD, Preset, build_config, build_model, read_override_file
 
 import portlayer
 from portlayer import PortlayerError
-from reference_train import checkpoint, data, runfile
-from reference_train.parity import functional_dropout_off
-from reference_train.presets import DROPOUT_FIELD, Preset, build_config, build_model, read_override_file
 
 STARTUP_TIMEOUT = timedelta(minutes=30)
 PRECISIONS = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
@@ -205,7 +205,7 @@ def inject_fault(options: Options, world: World, step: int) -> None:
         return
     if kind == "exit":
         print(
-            f"reference_train: rank {world.rank}: injected fault: exiting at step {step}",
+            f"portlayer.train: rank {world.rank}: injected fault: exiting at step {step}",
             file=sys.stderr,
             flush=True,
         )

@@ -4,16 +4,16 @@ Amp runs before TorchCudaApi (it rewrites the `torch.cuda.amp` calls whose argum
 LegacyTensorTypes before both (the API rule leaves tensor types to it).
 """
 
-from migrate.rules.amp import Amp
-from migrate.rules.api import TorchCudaApi
-from migrate.rules.cuda_only import CudaOnlyNames
-from migrate.rules.devices import Devices
-from migrate.rules.distributed import CollectiveBackend, DistributedDataParallelDevices
-from migrate.rules.dtypes import Float64
-from migrate.rules.environment import EnvironmentVariables
-from migrate.rules.flags import BackendFlags
-from migrate.rules.libraries import CudaExtensions, CudaOnlyLibraries
-from migrate.rules.tensor_types import LegacyTensorTypes
+from portlayer.migrate.rules.amp import Amp
+from portlayer.migrate.rules.api import TorchCudaApi
+from portlayer.migrate.rules.cuda_only import CudaOnlyNames
+from portlayer.migrate.rules.devices import Devices
+from portlayer.migrate.rules.distributed import CollectiveBackend, DistributedDataParallelDevices
+from portlayer.migrate.rules.dtypes import Float64
+from portlayer.migrate.rules.environment import EnvironmentVariables
+from portlayer.migrate.rules.flags import BackendFlags
+from portlayer.migrate.rules.libraries import CudaExtensions, CudaOnlyLibraries
+from portlayer.migrate.rules.tensor_types import LegacyTensorTypes
 
 RULES = (
     CudaOnlyLibraries,

@@ -10,9 +10,8 @@ keywords. Other targets keep torch's classes and name the device type (the Devic
 from __future__ import annotations
 
 import libcst as cst
-
-from migrate.rules.base import Rule
-from migrate.triggers import Words
+from portlayer.migrate.engine.triggers import Words
+from portlayer.migrate.rules.base import Rule
 
 _AUTOCAST = {"torch.autocast", "torch.amp.autocast", "torch.amp.autocast_mode.autocast"}
 _GRAD_SCALER = {"torch.amp.GradScaler", "torch.amp.grad_scaler.GradScaler"}

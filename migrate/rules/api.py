@@ -10,10 +10,9 @@ from __future__ import annotations
 from typing import Union
 
 import libcst as cst
-
-from migrate import cuda_api
-from migrate.rules.base import ReferenceRule
-from migrate.triggers import Words
+from portlayer.migrate import cuda_api
+from portlayer.migrate.engine.triggers import Words
+from portlayer.migrate.rules.base import ReferenceRule
 
 NameOrAttribute = Union[cst.Name, cst.Attribute]
 

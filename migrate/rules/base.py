@@ -10,14 +10,13 @@ from typing import ClassVar
 
 import libcst as cst
 from libcst.metadata import ParentNodeProvider, PositionProvider
-
-from migrate.analysis import ModuleImports
-from migrate.codes import CODES
-from migrate.imports import ImportPlan
-from migrate.model import Change, Diagnostic
-from migrate.scopes import Scope
-from migrate.targets import Target
-from migrate.triggers import Words
+from portlayer.migrate.codes import CODES
+from portlayer.migrate.engine.analysis import ModuleImports
+from portlayer.migrate.engine.imports import ImportPlan
+from portlayer.migrate.engine.scopes import Scope
+from portlayer.migrate.engine.triggers import Words
+from portlayer.migrate.model import Change, Diagnostic
+from portlayer.migrate.targets import Target
 
 # Nodes whose `name` is a name they bind, and nodes whose `target` is: what a bound name sits in.
 _NAMING = (cst.Param, cst.FunctionDef, cst.ClassDef, cst.AsName, cst.NameItem, cst.MatchAs, cst.MatchStar)
@@ -53,7 +52,7 @@ class Rule(cst.CSTTransformer):
     one binds; the engine's prefilter is the union over the rules that `fires_for` the target) and
     rewrite or report.
 
-    A rule sees only the statements `migrate.analysis` picked, as one module (`migrate.snippets`):
+    A rule sees only the statements `portlayer.migrate.engine.analysis` picked, as one module (`portlayer.migrate.engine.snippets`):
     names are resolved by the file's scopes and positions are the file's. A plain CSTTransformer,
     rather than libcst's codemod commands: their matcher machinery and per-command metadata cost more
     than the rules themselves.
@@ -147,7 +146,7 @@ class Rule(cst.CSTTransformer):
         return isinstance(parent, _ASSIGNING) and getattr(parent, "target", None) is child
 
     def _from_star(self, name: str) -> str | None:
-        from migrate import cuda_api
+        from portlayer.migrate import cuda_api
 
         star_modules = self.context.module.star_modules
         first = name.split(".")[0]

@@ -11,9 +11,8 @@
 from __future__ import annotations
 
 import libcst as cst
-
-from migrate.rules.base import ReferenceRule, dotted
-from migrate.triggers import Words
+from portlayer.migrate.engine.triggers import Words
+from portlayer.migrate.rules.base import ReferenceRule, dotted
 
 _PROFILER_ACTIVITY = frozenset({
     "torch.profiler.ProfilerActivity.CUDA",

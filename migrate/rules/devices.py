@@ -14,9 +14,8 @@ from __future__ import annotations
 import re
 
 import libcst as cst
-
-from migrate.rules.strings import StringNode, StringRoleRule, is_method, last_identifier
-from migrate.triggers import Words
+from portlayer.migrate.engine.triggers import Words
+from portlayer.migrate.rules.strings import StringNode, StringRoleRule, is_method, last_identifier
 
 DEVICE, TYPE = "device", "device type"
 

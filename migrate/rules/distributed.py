@@ -10,10 +10,9 @@ from __future__ import annotations
 import re
 
 import libcst as cst
-
-from migrate.rules.base import Rule
-from migrate.rules.strings import StringNode, StringRoleRule, last_identifier
-from migrate.triggers import Words
+from portlayer.migrate.engine.triggers import Words
+from portlayer.migrate.rules.base import Rule
+from portlayer.migrate.rules.strings import StringNode, StringRoleRule, last_identifier
 
 BACKEND = "collective backend"
 _INIT = {"torch.distributed.init_process_group", "torch.distributed.distributed_c10d.init_process_group"}

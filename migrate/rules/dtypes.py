@@ -5,10 +5,9 @@ run on them, but there float64 is also the host's business, and most such uses a
 from __future__ import annotations
 
 import libcst as cst
-
-from migrate.rules.base import ReferenceRule
-from migrate.rules.strings import is_method
-from migrate.triggers import Words
+from portlayer.migrate.engine.triggers import Words
+from portlayer.migrate.rules.base import ReferenceRule
+from portlayer.migrate.rules.strings import is_method
 
 _FLOAT64 = {"torch.float64", "torch.double", "torch.DoubleTensor", "torch.cuda.DoubleTensor"}
 

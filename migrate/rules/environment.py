@@ -14,11 +14,10 @@ is, the runtime translates them at start-up (PL606, info). torch: there is no de
 from __future__ import annotations
 
 import libcst as cst
-
-from migrate.rules.base import Rule
-from migrate.rules.strings import is_docstring, string_value
-from migrate.triggers import Words
-from migrate.variables import is_cuda_only, is_interesting
+from portlayer.migrate.engine.triggers import Words
+from portlayer.migrate.rules.base import Rule
+from portlayer.migrate.rules.strings import is_docstring, string_value
+from portlayer.migrate.variables import is_cuda_only, is_interesting
 
 
 class EnvironmentVariables(Rule):

@@ -6,8 +6,8 @@ run is no longer deterministic). musa: muDNN switches with cuDNN's names are con
 
 from __future__ import annotations
 
-from migrate.rules.base import ReferenceRule
-from migrate.triggers import Words
+from portlayer.migrate.engine.triggers import Words
+from portlayer.migrate.rules.base import ReferenceRule
 
 
 def backend_flag(qualified: str | None) -> tuple[str, str] | None:

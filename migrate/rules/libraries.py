@@ -8,11 +8,10 @@ A library is matched by the top-level package of an absolute import; `attn_imple
 from __future__ import annotations
 
 import libcst as cst
-
-from migrate.codes import CODES
-from migrate.rules.base import Rule, dotted
-from migrate.rules.strings import string_value
-from migrate.triggers import Words
+from portlayer.migrate.codes import CODES
+from portlayer.migrate.engine.triggers import Words
+from portlayer.migrate.rules.base import Rule, dotted
+from portlayer.migrate.rules.strings import string_value
 
 # Top-level package -> code.
 LIBRARIES = {

@@ -9,8 +9,7 @@ import re
 from typing import ClassVar, Union
 
 import libcst as cst
-
-from migrate.rules.base import Rule
+from portlayer.migrate.rules.base import Rule
 
 StringNode = Union[cst.SimpleString, cst.FormattedString]
 

@@ -11,11 +11,10 @@ from __future__ import annotations
 import re
 
 import libcst as cst
-
-from migrate import cuda_api
-from migrate.rules.base import Rule
-from migrate.rules.strings import is_docstring, string_value
-from migrate.triggers import Words
+from portlayer.migrate import cuda_api
+from portlayer.migrate.engine.triggers import Words
+from portlayer.migrate.rules.base import Rule
+from portlayer.migrate.rules.strings import is_docstring, string_value
 
 _TYPE_STRING = re.compile(r"torch\.cuda\.(\w+Tensor)")
 

@@ -11,9 +11,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import torch
+from portlayer.train.locate.tree import float_leaves, tree_map
 from torch import nn
-
-from reference_train.locate.tree import float_leaves, tree_map
 
 
 @dataclass

@@ -8,11 +8,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
-
-from reference_train.locate.capture import NoLossError
-from reference_train.locate.dump import DumpError
-from reference_train.locate.sides import parse_dtype
-from reference_train.locate.source import SourceError, from_factory, from_preset
+from portlayer.train.locate.capture import NoLossError
+from portlayer.train.locate.dump import DumpError
+from portlayer.train.locate.sides import parse_dtype
+from portlayer.train.locate.source import SourceError, from_factory, from_preset
 
 
 class Unusable(click.ClickException):
@@ -33,7 +32,7 @@ def _dtype(ctx, param, value):
 def model_options(command):
     """The options that say which model and batch to run."""
     options = [
-        click.option("--preset", help="A reference_train preset (gpt2-tiny, bert-base-uncased, …)."),
+        click.option("--preset", help="A reference-trainer preset (gpt2-tiny, bert-base-uncased, …)."),
         click.option(
             "--model",
             "factory",
@@ -80,7 +79,7 @@ def _finish(comparison, quiet: bool) -> None:
 def locate(preset, factory, batch_size, seq_len, seed, dtype, tol, quiet):
     """Run one forward and backward on the device and on the cpu in float64; name the first module
     whose own error is beyond tolerance."""
-    from reference_train.locate.oracle import locate as run_locate
+    from portlayer.train.locate.oracle import locate as run_locate
 
     model, batch, _ = _load(preset, factory, batch_size, seq_len, seed)
     try:
@@ -102,7 +101,7 @@ def locate(preset, factory, batch_size, seq_len, seed, dtype, tol, quiet):
 @click.option("--full", is_flag=True, help="Also save the full tensors, to OUT.pt beside it.")
 def dump(preset, factory, batch_size, seq_len, seed, dtype, out, full):
     """Write per-module statistics of one forward and backward on the active device, for `diff`."""
-    from reference_train.locate import dump as dumps
+    from portlayer.train.locate import dump as dumps
 
     model, batch, name = _load(preset, factory, batch_size, seq_len, seed)
     if not out.parent.is_dir():
@@ -128,8 +127,8 @@ def dump(preset, factory, batch_size, seq_len, seed, dtype, out, full):
 @click.option("-q", "--quiet", is_flag=True, help="Print the verdict only, not the table.")
 def diff(a, b, tol, quiet):
     """Align dump B with the reference dump A and name the first module that diverges on its own."""
-    from reference_train.locate import dump as dumps
-    from reference_train.locate.diff import diff as run_diff
+    from portlayer.train.locate import dump as dumps
+    from portlayer.train.locate.diff import diff as run_diff
 
     try:
         comparison = run_diff(dumps.read(a), dumps.read(b), tolerance=tol)

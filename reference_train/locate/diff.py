@@ -12,12 +12,11 @@ from __future__ import annotations
 import math
 
 import torch
-
-from reference_train.locate.dump import Dump, DumpedCall, DumpError
-from reference_train.locate.error import Error, compare, compare_each, compare_flat
-from reference_train.locate.oracle import default_tolerance as dtype_tolerance
-from reference_train.locate.report import Comparison, Row
-from reference_train.locate.stats import Stats
+from portlayer.train.locate.dump import Dump, DumpedCall, DumpError
+from portlayer.train.locate.error import Error, compare, compare_each, compare_flat
+from portlayer.train.locate.oracle import default_tolerance as dtype_tolerance
+from portlayer.train.locate.report import Comparison, Row
+from portlayer.train.locate.stats import Stats
 
 # How much more than its inputs a module's outputs must diverge before the divergence is its own. Correct
 # layers pass a relative error through roughly unchanged (layer norms and softmaxes can double it).

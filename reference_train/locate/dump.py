@@ -21,14 +21,14 @@ from pathlib import Path
 from typing import Any, Callable
 
 import torch
+from portlayer.train.locate.capture import trace
+from portlayer.train.locate.oracle import model_dtype, move_batch, prepare_copy
+from portlayer.train.locate.sides import Side, parse_dtype
+from portlayer.train.locate.stats import SAMPLE_SIZE, Stats
+from portlayer.train.locate.tree import leaves
 from torch import nn
 
 from portlayer.atomic import replacing, write_atomic
-from reference_train.locate.capture import trace
-from reference_train.locate.oracle import model_dtype, move_batch, prepare_copy
-from reference_train.locate.sides import Side, parse_dtype
-from reference_train.locate.stats import SAMPLE_SIZE, Stats
-from reference_train.locate.tree import leaves
 
 FORMAT = "portlayer-parity-dump"
 VERSION = 1

@@ -12,13 +12,12 @@ import copy
 from typing import Any, Callable
 
 import torch
+from portlayer.train.locate.capture import Call, trace
+from portlayer.train.locate.error import Error, compare, compare_each
+from portlayer.train.locate.report import Comparison, Row
+from portlayer.train.locate.sides import Side
+from portlayer.train.locate.tree import float_leaves, tree_map
 from torch import nn
-
-from reference_train.locate.capture import Call, trace
-from reference_train.locate.error import Error, compare, compare_each
-from reference_train.locate.report import Comparison, Row
-from reference_train.locate.sides import Side
-from reference_train.locate.tree import float_leaves, tree_map
 
 ORACLE_DTYPE = torch.float64
 

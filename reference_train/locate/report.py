@@ -11,8 +11,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from reference_train.locate.error import Error
-from reference_train.locate.sides import Side
+from portlayer.train.locate.error import Error
+from portlayer.train.locate.sides import Side
 
 
 @dataclass

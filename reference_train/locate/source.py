@@ -22,7 +22,7 @@ def from_preset(
 ) -> tuple[nn.Module, Any]:
     """A preset's model (cpu, parity settings, weights from `seed`) and its example batch."""
     try:
-        from reference_train import presets
+        from portlayer.train import presets
     except ImportError as exc:
         raise SourceError(f"presets are unavailable ({exc})") from None
     try:

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import portlayer
-from portlayer import retargeted
+from portlayer.dropin import torch_names as retargeted
 
 CPU = torch.device("cpu")
 

@@ -6,7 +6,7 @@ import warnings
 import torch
 
 import portlayer
-from portlayer.patching import PATCHES
+from portlayer.dropin.patches import PATCHES
 
 _ABSENT = object()
 

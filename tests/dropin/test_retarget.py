@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from portlayer.backends import BY_NAME
-from portlayer.retarget import Retarget
+from portlayer.dropin.cuda_names import Retarget
 
 cpu, xpu, cuda = (Retarget(BY_NAME[name]) for name in ("cpu", "xpu", "cuda"))
 
@@ -68,7 +68,7 @@ def test_dot_cuda_argument(given, expected):
 
 
 def test_nothing_to_retarget_on_cuda():
-    from portlayer import retargeted
+    from portlayer.dropin import torch_names as retargeted
 
     assert retargeted.names(cuda) == {}
     assert not any(cuda.wants(value) for value in ("cuda:0", torch.device("cuda", 1), 0))

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import pytest
-
-from reference_train.locate.report import Row, blame
+from portlayer.train.locate.report import Row, blame
 
 # <model> ─ block ─ norm
 #         │       └ mlp

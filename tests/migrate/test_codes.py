@@ -4,9 +4,8 @@ import pathlib
 import re
 
 import pytest
-
-from migrate.codes import CODES, markdown
-from migrate.engine import migrate_source
+from portlayer.migrate.codes import CODES, markdown
+from portlayer.migrate.engine import migrate_source
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 

@@ -1,9 +1,8 @@
 """The engine's contract: a pure function over source text, with clear errors for bad input."""
 
 import pytest
-
-from migrate.engine import TARGETS, mentions_cuda, migrate_source
-from migrate.model import Diagnostic, SourceError
+from portlayer.migrate.engine import TARGETS, mentions_cuda, migrate_source
+from portlayer.migrate.model import Diagnostic, SourceError
 
 
 def test_targets_are_the_four_of_the_contract():
@@ -135,8 +134,8 @@ def test_cuda_only_in_comments_and_docstrings_is_left_alone(source):
     'import torch\nx = "cuda"  \\\n  # comment\n',
 ])
 def test_strings_and_expressions_that_look_like_prose_are_still_migrated(source):
-    from migrate.engine import run_rules
-    from migrate.targets import target_named
+    from portlayer.migrate.engine import run_rules
+    from portlayer.migrate.targets import target_named
 
     for target in TARGETS:
         assert run_rules(source, target_named(target)) == run_rules(source, target_named(target), every_rule=True)

@@ -11,9 +11,8 @@ import pathlib
 import re
 
 import pytest
-
-from migrate.engine import TARGETS, migrate_source, run_rules
-from migrate.targets import target_named
+from portlayer.migrate.engine import TARGETS, migrate_source, run_rules
+from portlayer.migrate.targets import target_named
 
 GOLDEN = pathlib.Path(__file__).parent / "golden"
 CASES = sorted(path.stem for path in GOLDEN.glob("*.in"))
@@ -55,7 +54,7 @@ def test_second_run_changes_nothing(case, target):
 def test_prefilter_is_a_superset_of_every_rule(case, target):
     """Blank out every token the prefilter looks for: the rules, run without the prefilter, must then
     find nothing to change or report."""
-    from migrate.engine import prefilter
+    from portlayer.migrate.engine import prefilter
 
     source = prefilter(target_named(target)).trigger.sub(lambda match: "z" * len(match.group()), (GOLDEN / f"{case}.in").read_text())
     source = re.sub(r"\bz+\b", "zz", source)

@@ -1,6 +1,6 @@
 """`# portlayer: skip`, `# portlayer: off` / `on`, and `--annotate`."""
 
-from migrate.engine import migrate_source
+from portlayer.migrate.engine import migrate_source
 
 
 def test_skip_excludes_its_statement_from_rewriting_and_reporting():

@@ -3,11 +3,10 @@ rules over the whole file: what they convert must not depend on how much of the 
 
 import libcst as cst
 import pytest
-
-from migrate.analysis import analyse, source_lines
-from migrate.engine import TARGETS, migrate_source, prefilter, run_rules
-from migrate.snippets import Snippets
-from migrate.targets import target_named
+from portlayer.migrate.engine import TARGETS, migrate_source, prefilter, run_rules
+from portlayer.migrate.engine.analysis import analyse, source_lines
+from portlayer.migrate.engine.snippets import Snippets
+from portlayer.migrate.targets import target_named
 
 NEUTRAL = prefilter(target_named("neutral")).trigger
 

@@ -8,8 +8,8 @@ import stat
 from pathlib import Path
 
 import pytest
+from portlayer.migrate import parallel
 
-from migrate import parallel
 from tests.migrate_cli.helpers import CUDA_SOURCE, PLAIN_SOURCE, snapshot, write_tree
 
 SYNCHRONIZED = "portlayer.synchronize()"

@@ -12,11 +12,10 @@ import hypothesmith
 import libcst as cst
 from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
-
-from migrate import engine, job
-from migrate.shell import migrate_shell
-from migrate.targets import target_named
-from migrate.walk import Found
+from portlayer.migrate import engine, job
+from portlayer.migrate.shell import migrate_shell
+from portlayer.migrate.targets import target_named
+from portlayer.migrate.walk import Found
 
 PROFILE = settings.get_profile("migrate-cli")
 TARGETS = st.sampled_from(engine.TARGETS)

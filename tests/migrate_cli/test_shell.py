@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from portlayer.migrate.shell import migrate_shell
 
-from migrate.shell import migrate_shell
 from portlayer.backends import BY_NAME
 
 LAUNCH = """\

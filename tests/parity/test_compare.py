@@ -3,8 +3,7 @@
 import math
 
 import pytest
-
-from reference_train.compare import (
+from portlayer.train.compare import (
     BF16,
     COMPARABLE_FIELDS,
     DEFAULT_RTOL,

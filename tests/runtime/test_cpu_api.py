@@ -148,4 +148,4 @@ def test_after_binding_the_package_drops_its_lazy_getattr():
     import portlayer as package
 
     assert "__getattr__" not in vars(package)
-    assert package.patch is package.patching.patch
+    assert package.patch is package.dropin.patches.patch

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from reference_train import runfile
-from reference_train.compare import DEFAULT_RTOL, compare_runs
+from portlayer.train import runfile
+from portlayer.train.compare import DEFAULT_RTOL, compare_runs
 
 BASELINES = Path(__file__).resolve().parents[2] / "reference_train" / "baselines"
 TINY_PRESETS = ("gpt2-tiny", "bert-base-uncased-tiny", "mixtral-8x7b-tiny")

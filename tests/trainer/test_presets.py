@@ -2,11 +2,9 @@ import json
 
 import pytest
 import torch
-
-from portlayer import PortlayerError
-from reference_train import data
-from reference_train.parity import functional_dropout_off
-from reference_train.presets import (
+from portlayer.train import data
+from portlayer.train.parity import functional_dropout_off
+from portlayer.train.presets import (
     PRESETS,
     build_config,
     build_model,
@@ -15,6 +13,8 @@ from reference_train.presets import (
     read_override_file,
     zero_dropout,
 )
+
+from portlayer import PortlayerError
 
 
 def test_every_contract_preset_exists_with_its_task():

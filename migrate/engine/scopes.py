@@ -1,5 +1,5 @@
 """Which import a name read refers to: the scopes of a module and what each binds, built from CPython's
-`ast` by `migrate.analysis`.
+`ast` by `portlayer.migrate.engine.analysis`.
 
 The rules ask this instead of LibCST's scope analysis, which costs seconds on a large module where
 this costs milliseconds, and lets them look at a few statements instead of the whole module. The rules

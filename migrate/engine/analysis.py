@@ -1,4 +1,4 @@
-"""One walk over CPython's `ast` of a module: its scopes (`migrate.scopes`), its module-level imports, and
+"""One walk over CPython's `ast` of a module: its scopes (`portlayer.migrate.engine.scopes`), its module-level imports, and
 the statements the rules must see.
 
 A statement must be seen when its code (comments and docstrings aside) has a word a rule's TRIGGER
@@ -18,7 +18,7 @@ import tokenize
 import warnings
 from dataclasses import dataclass, field
 
-from migrate.scopes import Position, Scope
+from portlayer.migrate.engine.scopes import Position, Scope
 
 # An import as (module, imported name or None, alias or None): `from a.b import c as d` is
 # ("a.b", "c", "d"), `import a.b` is ("a.b", None, None).

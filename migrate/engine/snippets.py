@@ -1,6 +1,6 @@
 """The lines the rules must see, as one LibCST module, and the way back into the file.
 
-Each span of lines (whole statements, from `migrate.analysis`) becomes one top-level statement of a
+Each span of lines (whole statements, from `portlayer.migrate.engine.analysis`) becomes one top-level statement of a
 synthetic module: as is when it starts at column 0, else under an `if True:` header, which keeps every
 column of the original lines. Lines map back to the file's, and the printed statements replace their
 spans; every other byte of the file is left as it was.
@@ -12,8 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import libcst as cst
-
-from migrate.analysis import Span, newline_of
+from portlayer.migrate.engine.analysis import Span, newline_of
 
 _HEADER = "if True:"
 

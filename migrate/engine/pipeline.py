@@ -1,7 +1,7 @@
 """The codemod's entry point: one Python source in, the migrated source and its report out.
 
 It never imports or runs the code it rewrites. CPython's parser finds the statements a rule can fire
-on (`migrate.analysis`); only those reach LibCST, as one small module (`migrate.snippets`), and each
+on (`portlayer.migrate.engine.analysis`); only those reach LibCST, as one small module (`portlayer.migrate.engine.snippets`), and each
 concern is one transformer over it (`migrate/rules/`), run in sequence. Imports are added and removed
 once, after every rule has run, so that no rule shifts the lines of another: every `Change` and
 `Diagnostic` points at a line of the input.
@@ -15,17 +15,16 @@ from functools import reduce
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper
-
-from migrate import regions
-from migrate.analysis import analyse
-from migrate.annotate import Annotate
-from migrate.imports import ImportPlan
-from migrate.model import Change, Diagnostic, MigrationResult, SourceError
-from migrate.rules import RULES
-from migrate.rules.base import FileContext
-from migrate.snippets import Snippets
-from migrate.targets import TARGETS, Target, target_named
-from migrate.triggers import Prefilter
+from portlayer.migrate import regions
+from portlayer.migrate.annotate import Annotate
+from portlayer.migrate.engine.analysis import analyse
+from portlayer.migrate.engine.imports import ImportPlan
+from portlayer.migrate.engine.snippets import Snippets
+from portlayer.migrate.engine.triggers import Prefilter
+from portlayer.migrate.model import Change, Diagnostic, MigrationResult, SourceError
+from portlayer.migrate.rules import RULES
+from portlayer.migrate.rules.base import FileContext
+from portlayer.migrate.targets import TARGETS, Target, target_named
 
 __all__ = ["TARGETS", "migrate_source", "mentions_cuda", "prefilter", "SourceError", "MigrationResult"]
 

@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from portlayer.retarget import Retarget
+from portlayer.dropin.cuda_names import Retarget
 
 
 def _rewriting(original: Callable, retarget: Retarget, **rewrites: str) -> Callable:

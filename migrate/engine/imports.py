@@ -13,8 +13,14 @@ import ast
 from dataclasses import dataclass, field
 
 import libcst as cst
-
-from migrate.analysis import ImportSpec, first_line, line_groups, newline_of, parse_python, source_lines
+from portlayer.migrate.engine.analysis import (
+    ImportSpec,
+    first_line,
+    line_groups,
+    newline_of,
+    parse_python,
+    source_lines,
+)
 
 # Added imports go in this order (the vendor plugin after torch).
 _ORDER = ("torch", "portlayer", "torch_npu", "torch_musa")

@@ -17,7 +17,7 @@ import torch
 import torch.jit._builtins as jit_builtins
 import torch.serialization
 
-from portlayer.retarget import Retarget
+from portlayer.dropin.cuda_names import Retarget
 
 # torch functions whose `device` is keyword-only: the factories. tests/dropin checks that this covers every
 # public torch callable documenting a `device` argument.
