@@ -1,4 +1,4 @@
-"""portlayer: one small runtime API, named like `torch.cuda`, over cuda / npu / musa / xpu / mlu / mps / cpu.
+"""portlayer: one small runtime API, named like `torch.cuda`, over every backend in `portlayer.backends`.
 
     import portlayer
     device = portlayer.device(local_rank)     # torch.device("npu", local_rank) on Ascend, …

@@ -14,7 +14,7 @@
 
 from portlayer.backends.base import Backend
 
-_NO_FLOAT64 = "Gaudi has no float64 (PyTorch support matrix: Float64 and Complex64 not supported)"
+_NO_FLOAT64 = "Gaudi's PyTorch support matrix lists Float64 and Complex64 as unsupported"
 
 BACKEND = Backend(
     name="hpu",
