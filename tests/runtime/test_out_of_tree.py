@@ -20,18 +20,30 @@ BACKEND = Backend(
     dist_backend="eccl",
     visible_devices_env="TOPS_VISIBLE_DEVICES",
     vendor_module="torch_gcu",
+    collective_module="torch_gcu.distributed",
     dtype_risks={"float64": "no float64 units"},
     vendor_api=VendorApi(),
 )
 """
 
 
+def _package(root, dotted: str, text: str = ""):
+    """The package `dotted` ("a.b": `root/a/__init__.py`, `root/a/b/__init__.py`), its own `__init__` holding `text`."""
+    parts = dotted.split(".")
+    for depth in range(1, len(parts) + 1):
+        folder = root.joinpath(*parts[:depth])
+        folder.mkdir(exist_ok=True)
+        (folder / "__init__.py").touch()
+    (folder / "__init__.py").write_text(text)
+
+
 def _fake_plugin(root, module: str, device: str, collective: str) -> None:
     """A plugin `module` registering `device` like a real one; only it (not the fake torch_npu) is importable."""
-    (root / module).mkdir()
-    (root / module / "__init__.py").write_text(
+    _package(
+        root,
+        module,
         f"import sys\nsys.path.append({str(FAKE_PLUGINS)!r})\nfrom fake_vendor import install\n"
-        f"install(sys.modules[__name__], {device!r}, {collective!r}, 'fake')\n"
+        f"install(sys.modules[__name__], {device!r}, {collective!r}, 'fake')\n",
     )
 
 
@@ -44,6 +56,7 @@ def installed_gcu(tmp_path):
     (info / "entry_points.txt").write_text("[portlayer.backends]\ngcu = portlayer_gcu:BACKEND\n")
     (tmp_path / "portlayer_gcu.py").write_text(RECORD)
     _fake_plugin(tmp_path, "torch_gcu", "gcu", "eccl")
+    _package(tmp_path, "torch_gcu.distributed")
     return tmp_path
 
 
@@ -57,7 +70,7 @@ def _run(code: str, *paths, env=None) -> dict:
 def test_an_installed_out_of_tree_backend_is_probed_first_and_selected(installed_gcu):
     seen = _run(
         """
-        import json, os, portlayer
+        import json, os, sys, portlayer
         from portlayer import runtime
         print(json.dumps({
             "device_type": portlayer.device_type(),
@@ -66,6 +79,7 @@ def test_an_installed_out_of_tree_backend_is_probed_first_and_selected(installed
             "probed": [probe.backend for probe in runtime.selection().probes],
             "order": [backend.name for backend in __import__("portlayer.backends").backends.PROBE_ORDER],
             "visible": os.environ.get("TOPS_VISIBLE_DEVICES"),
+            "collective_module": "torch_gcu.distributed" in sys.modules,
         }))
         """,
         installed_gcu,
@@ -78,6 +92,7 @@ def test_an_installed_out_of_tree_backend_is_probed_first_and_selected(installed
         "probed": ["gcu"],
         "order": ["gcu", "npu", "musa", "mlu", "hpu", "sdaa", "supa", "xpu", "cuda", "mps", "cpu"],
         "visible": "3",  # CUDA_VISIBLE_DEVICES carried over to the record's variable
+        "collective_module": True,  # imported on selection, for init_process_group("eccl")
     }
 
 
@@ -134,6 +149,21 @@ def test_a_new_in_tree_record_is_selected_through_its_plugin(tmp_path):
         env={"CUDA_VISIBLE_DEVICES": "0,1"},
     )
     assert seen == ["sdaa", "tccl", "0,1"]
+
+
+def test_gaudi_is_selected_through_its_dotted_plugin_and_imports_its_collective_module(tmp_path):
+    _fake_plugin(tmp_path, "habana_frameworks.torch", "hpu", "hccl")
+    _package(tmp_path, "habana_frameworks.torch.distributed.hccl")
+    seen = _run(
+        """
+        import json, os, sys, portlayer
+        print(json.dumps([portlayer.device_type(), portlayer.dist_backend(), os.environ.get("HABANA_VISIBLE_MODULES"),
+                          "habana_frameworks.torch.distributed.hccl" in sys.modules]))
+        """,
+        tmp_path,
+        env={"CUDA_VISIBLE_DEVICES": "2,3"},
+    )
+    assert seen == ["hpu", "hccl", "2,3", True]
 
 
 def _gcu(name="gcu", **changes) -> Backend:
