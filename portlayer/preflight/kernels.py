@@ -13,7 +13,6 @@ Whatever the source, an op with a composite kernel runs on every backend: the lo
 from __future__ import annotations
 
 import importlib
-import importlib.util
 import re
 from dataclasses import dataclass, field
 from importlib import metadata
