@@ -19,13 +19,12 @@ from dataclasses import dataclass
 
 from portlayer.migrate.codes import CODES
 from portlayer.migrate.model import Change, Diagnostic, MigrationResult
+from portlayer.migrate.targets import TARGETS
 from portlayer.migrate.variables import VARIABLE, VISIBLE_DEVICES, is_cuda_only, is_interesting
 
 from portlayer.backends import BY_NAME
 from portlayer.environment import aliases
 
-# The vendors' counterparts of nvidia-smi: command-line tools, not part of any runtime record.
-DEVICE_TOOLS = {"npu": "npu-smi info", "musa": "mthreads-gmi"}
 # Words that may open a command without being its name.
 _PREFIX_WORDS = frozenset({"if", "then", "else", "elif", "do", "while", "until", "!", "{", "time"})
 _DECLARERS = frozenset({"export", "declare", "typeset", "local", "readonly", "unset"})
@@ -325,7 +324,7 @@ def migrate_shell(text: str, target: str = "neutral") -> MigrationResult:
             why = (
                 "portlayer's runtime carries them over to the active backend"
                 if target == "neutral"
-                else "their names depend on the vendor; run with --target npu or --target musa to rename them"
+                else f"their names depend on the vendor; run with {_vendor_targets()} to rename them"
             )
             first = min(site.start for site in sites + others)
             diagnostics.append(_diagnostic("PL604", *position(first), f"left {names} as is: {why}"))
@@ -382,8 +381,13 @@ def _code(name: str, alias) -> str:
     return "PL602" if alias else "PL605"
 
 
+def _vendor_targets() -> str:
+    return " or ".join(f"--target {name}" for name in TARGETS if name in BY_NAME)
+
+
 def _tool_hint(target: str) -> str | None:
-    tool = DEVICE_TOOLS.get(target)
+    """Where the script calls nvidia-smi: the backend's own tool (its record's `smi_command`), if it has one."""
+    tool = BY_NAME[target].smi_command if target in BY_NAME else None
     return f"on {target} use `{tool}`" if tool else None
 
 

@@ -1,5 +1,6 @@
-"""The four targets as data: how each spells a device, a device type, a collective backend, a
-torch.cuda name, and which import it needs.
+"""The targets as data: how each spells a device, a device type, a collective backend, a torch.cuda
+name, and which import it needs. `neutral` and `torch` are portlayer's and upstream torch's API; every
+backend whose record has a `vendor_api` (npu, musa) is a target too, its facts taken from that record.
 
 Templates are Python expressions; `{torch}` is the name the module imports torch under and `{index}`
 the device index expression.
@@ -12,10 +13,8 @@ from dataclasses import dataclass, field
 
 from portlayer.migrate import cuda_api
 
-from portlayer.backends import BY_NAME
+from portlayer.backends import PROBE_ORDER, Backend
 from portlayer.environment import aliases
-
-TARGETS = ("neutral", "torch", "npu", "musa")
 
 _ACCELERATOR = "{torch}.accelerator.current_accelerator()"
 
@@ -68,8 +67,8 @@ class Target:
         return None
 
 
-def _vendor(name: str, cudnn_flags: Mapping[str, str] = {}) -> Target:
-    backend = BY_NAME[name]
+def _vendor(backend: Backend) -> Target:
+    name = backend.name
     env = {alias.source: (alias.target, alias.convert is not None) for alias in aliases(backend)}
     return Target(
         name=name,
@@ -84,8 +83,8 @@ def _vendor(name: str, cudnn_flags: Mapping[str, str] = {}) -> Target:
         vendor=name,
         vendor_dist_backend=backend.dist_backend,
         env=env,
-        cudnn_flags=cudnn_flags,
-        float64_native=False,
+        cudnn_flags=backend.vendor_api.cudnn_flags,
+        float64_native="float64" not in backend.dtype_risks,
     )
 
 
@@ -110,11 +109,9 @@ _TABLE = {
         mirrored="{torch}.get_device_module().{name}",
         device_module="{torch}.get_device_module()",
     ),
-    "npu": _vendor("npu"),
-    # torch_musa's muDNN switches carry cuDNN's names.
-    "musa": _vendor("musa", {"benchmark": "{torch}.backends.mudnn.benchmark",
-                             "allow_tf32": "{torch}.backends.mudnn.allow_tf32"}),
+    **{backend.name: _vendor(backend) for backend in PROBE_ORDER if backend.vendor_api is not None},
 }
+TARGETS = tuple(_TABLE)
 
 
 def target_named(name: str) -> Target:

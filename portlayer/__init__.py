@@ -1,4 +1,4 @@
-"""portlayer: one small runtime API, named like `torch.cuda`, over cuda / npu / musa / xpu / mlu / mps / cpu.
+"""portlayer: one small runtime API, named like `torch.cuda`, over every backend in `portlayer.backends`.
 
     import portlayer
     device = portlayer.device(local_rank)     # torch.device("npu", local_rank) on Ascend, …
@@ -36,9 +36,9 @@ def __getattr__(name):
         activate()
         return globals()[name]
     if name in _PATCHING:
-        from portlayer.dropin import patches as patching
+        from portlayer.dropin import patches
 
-        globals().update({each: getattr(patching, each) for each in _PATCHING})
+        globals().update({each: getattr(patches, each) for each in _PATCHING})
         return globals()[name]
     raise AttributeError(f"module 'portlayer' has no attribute {name!r}")
 

@@ -1,17 +1,116 @@
-"""What each mirrored name does on a backend whose device module lacks it.
+"""The one place that says what portlayer's API does where a backend has no answer of its own.
 
-RNG names fall back to torch's global generator (which seeds every device); memory statistics report 0
-(the backend keeps none); streams and events become their synchronous host stand-ins.
+- Host stand-ins: on a synchronous backend (the cpu) a stream is a no-op ordering handle, an event a
+  wall-clock timestamp (`elapsed_time` still measures milliseconds), memory and the device name the host's.
+  The cpu record (`backends/cpu.py`) takes them in place of `torch.cpu`'s, which cannot time or take arguments.
+- `FALLBACKS`: for each mirrored name a device module lacks, what the runtime binds instead. RNG names fall
+  back to torch's global generator (which seeds every device); memory statistics report 0 (the backend keeps
+  none); streams and events become the host stand-ins.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
+import platform
+import time
+from functools import lru_cache
 from types import ModuleType, SimpleNamespace
 from typing import Any, Callable
 
-from portlayer import host
 from portlayer.api import RNG
 from portlayer.backends.base import Backend
+
+
+class WallClockEvent:
+    """`torch.cuda.Event` for synchronous backends: `record()` takes the time, `elapsed_time` is in ms."""
+
+    def __init__(self, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False):
+        self.enable_timing = enable_timing
+        self._recorded_at: float | None = None
+
+    def record(self, stream=None) -> None:
+        self._recorded_at = time.perf_counter()
+
+    def query(self) -> bool:
+        return True
+
+    def synchronize(self) -> None:
+        pass
+
+    def wait(self, stream=None) -> None:
+        pass
+
+    def elapsed_time(self, end_event: WallClockEvent) -> float:
+        if not (self.enable_timing and end_event.enable_timing):
+            raise RuntimeError("Events must be created with enable_timing=True to measure elapsed time")
+        if self._recorded_at is None or end_event._recorded_at is None:
+            raise RuntimeError("Both events must be recorded before measuring elapsed time")
+        return (end_event._recorded_at - self._recorded_at) * 1000.0
+
+
+class HostStream:
+    """`torch.cuda.Stream` for synchronous backends: every operation is already ordered."""
+
+    def __init__(self, device=None, priority: int = 0, **kwargs):
+        self.device = device
+        self.priority = priority
+
+    def synchronize(self) -> None:
+        pass
+
+    def query(self) -> bool:
+        return True
+
+    def wait_stream(self, stream) -> None:
+        pass
+
+    def wait_event(self, event) -> None:
+        pass
+
+    def record_event(self, event: WallClockEvent | None = None) -> WallClockEvent:
+        event = event or WallClockEvent()
+        event.record()
+        return event
+
+
+DEFAULT_STREAM = HostStream()
+
+
+def current_stream(device=None) -> HostStream:
+    return DEFAULT_STREAM
+
+
+def stream(stream) -> contextlib.AbstractContextManager:
+    return contextlib.nullcontext(stream)
+
+
+def memory_info(device=None) -> tuple[int, int]:
+    """(free, total) bytes of host memory, like `torch.cuda.mem_get_info`."""
+    page = os.sysconf("SC_PAGE_SIZE")
+    return os.sysconf("SC_AVPHYS_PAGES") * page, os.sysconf("SC_PHYS_PAGES") * page
+
+
+@lru_cache(maxsize=1)
+def cpu_name(device=None) -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
+            for line in cpuinfo:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "cpu"
+
+
+def cpu_properties(device=None) -> SimpleNamespace:
+    return SimpleNamespace(
+        name=cpu_name(),
+        total_memory=memory_info()[1],
+        multi_processor_count=os.cpu_count() or 1,
+        major=0,
+        minor=0,
+    )
 
 
 def _nothing(*args, **kwargs) -> None:
@@ -82,14 +181,14 @@ FALLBACKS: dict[str, Callable[[Backend, ModuleType], Any]] = {
         for name in ("memory_allocated", "max_memory_allocated", "memory_reserved", "max_memory_reserved")
     },
     "reset_peak_memory_stats": lambda backend, module: _nothing,
-    "mem_get_info": lambda backend, module: host.memory_info,
+    "mem_get_info": lambda backend, module: memory_info,
     "get_device_name": lambda backend, module: lambda device=None: backend.name,
     "get_device_properties": _properties,
     "get_device_capability": lambda backend, module: lambda device=None: (0, 0),
     "is_bf16_supported": lambda backend, module: _bf16_probe(backend),
-    "Event": lambda backend, module: host.WallClockEvent,
-    "Stream": lambda backend, module: host.HostStream,
-    "stream": lambda backend, module: host.stream,
-    "current_stream": lambda backend, module: host.current_stream,
-    "default_stream": lambda backend, module: host.current_stream,
+    "Event": lambda backend, module: WallClockEvent,
+    "Stream": lambda backend, module: HostStream,
+    "stream": lambda backend, module: stream,
+    "current_stream": lambda backend, module: current_stream,
+    "default_stream": lambda backend, module: current_stream,
 }

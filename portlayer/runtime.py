@@ -114,9 +114,9 @@ def _drop_lazy_lookup(namespace: dict) -> None:
     CPython specialises attribute lookups only on modules without `__getattr__`: with it gone,
     `portlayer.synchronize` costs what `torch.cuda.synchronize` costs.
     """
-    from portlayer.dropin import patches as patching
+    from portlayer.dropin import patches
 
-    namespace.update({name: getattr(patching, name) for name in namespace["_PATCHING"]})
+    namespace.update({name: getattr(patches, name) for name in namespace["_PATCHING"]})
     namespace.pop("__getattr__", None)
 
 

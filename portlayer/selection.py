@@ -1,5 +1,6 @@
 """Which backend this process uses: `PORTLAYER_BACKEND` if set, else the first in the probe order that
-sees a device. Probing imports only plugins that are installed and never initialises a device."""
+sees a device. Probing imports only plugins that are installed and never initialises a device. The backend
+table (with the out-of-tree records) is read here, on first selection."""
 
 from __future__ import annotations
 
@@ -9,9 +10,9 @@ import os
 from dataclasses import dataclass
 from types import ModuleType
 
-from portlayer import environment
-from portlayer.backends import BY_NAME, PROBE_ORDER, Backend
-from portlayer.errors import PortlayerError
+from portlayer import backends, environment
+from portlayer.backends import Backend
+from portlayer.errors import PortlayerError, first_line
 
 ENV_VAR = "PORTLAYER_BACKEND"
 
@@ -38,10 +39,18 @@ def _registered(backend: Backend) -> bool:
     return isinstance(getattr(torch, backend.name, None), ModuleType)
 
 
+def module_installed(name: str) -> bool:
+    """Whether `name` (dotted or not) can be imported, without importing it (only its parent packages)."""
+    try:
+        return importlib.util.find_spec(name) is not None
+    except ModuleNotFoundError:  # a parent package of a dotted name is missing
+        return False
+
+
 def plugin_installed(backend: Backend) -> bool:
     if backend.vendor_module is None or _registered(backend):
         return True
-    return importlib.util.find_spec(backend.vendor_module) is not None
+    return module_installed(backend.vendor_module)
 
 
 def device_module(backend: Backend) -> ModuleType:
@@ -50,15 +59,12 @@ def device_module(backend: Backend) -> ModuleType:
 
     if backend.vendor_module is not None and not _registered(backend):
         importlib.import_module(backend.vendor_module)
+    if backend.collective_module is not None:
+        importlib.import_module(backend.collective_module)
     get_device_module = getattr(torch, "get_device_module", None)  # torch >= 2.3
     if get_device_module is not None:
         return get_device_module(backend.device_type)
     return getattr(torch, backend.device_type)
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
 
 
 def _probe(backend: Backend) -> tuple[Probe, ModuleType | None, tuple]:
@@ -71,7 +77,7 @@ def _probe(backend: Backend) -> tuple[Probe, ModuleType | None, tuple]:
     except Exception as exc:  # a broken vendor install must not take the whole probe down
         environment.undo(applied)
         what = backend.vendor_module or f"torch.{backend.name}"
-        return Probe(backend.name, False, f"{what} failed to load ({_first_line(exc)})"), None, ()
+        return Probe(backend.name, False, f"{what} failed to load ({first_line(exc)})"), None, ()
     if count < 1:
         environment.undo(applied)
         return Probe(backend.name, False, "no device visible"), None, ()
@@ -83,7 +89,7 @@ def select(name: str | None = None) -> Selection:
     if requested:
         return _forced(requested, via=name is None)
     probes = []
-    for backend in PROBE_ORDER:
+    for backend in backends.PROBE_ORDER:
         probe, module, applied = _probe(backend)
         probes.append(probe)
         if probe.available:
@@ -96,9 +102,9 @@ def select(name: str | None = None) -> Selection:
 
 def _forced(name: str, via: bool) -> Selection:
     origin = f"{ENV_VAR}={name}" if via else f"backend {name!r}"
-    backend = BY_NAME.get(name)
+    backend = backends.BY_NAME.get(name)
     if backend is None:
-        choices = ", ".join(b.name for b in PROBE_ORDER)
+        choices = ", ".join(b.name for b in backends.PROBE_ORDER)
         raise PortlayerError(f"{origin} is not a backend portlayer knows; choose one of {choices}")
     probe, module, applied = _probe(backend)
     if not probe.available:

@@ -3,9 +3,9 @@
 This module holds torch's whole namespace (`torch.nn`, `torch.float32`, `torch.Tensor` are torch's own
 objects, looked up as fast), except for the few names through which a script asks for CUDA:
 
-- `cuda`: `torch.cuda`'s names answering for the active backend (`cuda_lookalike`);
+- `cuda`: `torch.cuda`'s names answering for the active backend (`dropin/cuda_module.py`);
 - `device`, `Generator`, `Event`, `Stream`, the factories' `device=`, `autocast`, `amp`, `GradScaler`,
-  `load`'s `map_location`: CUDA devices retargeted to the active backend (`retargeted`).
+  `load`'s `map_location`: CUDA devices retargeted to the active backend (`dropin/torch_names.py`).
 
 Importing it also applies `portlayer.patch()` once, for the lines that reach torch another way
 (`import torch.distributed as dist`, `DistributedDataParallel(device_ids=…)`, `.cuda()`, `.to("cuda")`);
@@ -18,9 +18,9 @@ import torch as _torch
 import portlayer as _portlayer
 from portlayer import runtime as _runtime
 from portlayer.api import BOUND as _BOUND
-from portlayer.dropin import cuda_module as _cuda_lookalike
-from portlayer.dropin import patches as _patching
-from portlayer.dropin import torch_names as _retargeted
+from portlayer.dropin import cuda_module as _cuda_module
+from portlayer.dropin import patches as _patches
+from portlayer.dropin import torch_names as _torch_names
 from portlayer.dropin.cuda_names import Retarget as _Retarget
 
 
@@ -31,13 +31,13 @@ def _namespace() -> dict:
     names.update(__version__=_torch.__version__, __all__=list(getattr(_torch, "__all__", ())))
     if not retarget.identity:
         api = {name: getattr(_portlayer, name) for name in _BOUND}
-        names.update(_retargeted.names(retarget))
-        names["cuda"] = _cuda_lookalike.build(api, selection.module, selection.backend.device_type)
+        names.update(_torch_names.names(retarget))
+        names["cuda"] = _cuda_module.build(api, selection.module, selection.backend.device_type)
     return names
 
 
 globals().update(_namespace())
-_patching.patch()
+_patches.patch()
 
 
 def __getattr__(name):

@@ -14,10 +14,13 @@ import sys
 
 import click
 
+from portlayer.backends import PROBE_ORDER
 from portlayer.errors import PortlayerError
 
 # Which ops a step dispatches does not depend on the sequence length: a short one keeps full-size models fast.
 DEFAULT_SEQ_LEN = 128
+# portlayer.preflight.kernels.TARGETS, read without importing torch (`portlayer --help` lists this command).
+TARGETS = [backend.name for backend in PROBE_ORDER if backend.is_plugin]
 
 
 def _fail(message: str) -> None:
@@ -27,7 +30,7 @@ def _fail(message: str) -> None:
 
 @click.command("preflight")
 @click.option("--preset", help="Model preset whose training step to record (gpt2, gpt2-tiny, …).")
-@click.option("--target", type=click.Choice(["npu", "musa"]), required=True, help="Backend to check against.")
+@click.option("--target", type=click.Choice(TARGETS), required=True, help="Backend to check against.")
 @click.option("--kernels", "kernels", type=click.Path(dir_okay=False),
               help="Kernel list to check against (from --export-kernels, or one op name a line).")
 @click.option("--report", "report_path", type=click.Path(dir_okay=False), help="Also write the report as JSON.")

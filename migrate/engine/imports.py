@@ -22,9 +22,6 @@ from portlayer.migrate.engine.analysis import (
     source_lines,
 )
 
-# Added imports go in this order (the vendor plugin after torch).
-_ORDER = ("torch", "portlayer", "torch_npu", "torch_musa")
-
 
 @dataclass
 class ImportPlan:
@@ -43,8 +40,9 @@ class ImportPlan:
         return (_insert(code, tree, missing) if missing else code), missing
 
 
-def _rank(name: str) -> tuple[int, str]:
-    return (_ORDER.index(name) if name in _ORDER else len(_ORDER), name)
+def _rank(name: str) -> tuple[bool, str]:
+    # torch first: the other module a rule adds (portlayer, or the target's vendor plugin) imports it.
+    return (name != "torch", name)
 
 
 def _dotted(node: cst.BaseExpression) -> str:

@@ -1,4 +1,4 @@
-"""The record that describes one backend. Adding a backend is adding one of these (see `__init__.py`)."""
+"""The record that describes one backend. Adding a backend is adding one of these (see docs/backends.md)."""
 
 from __future__ import annotations
 
@@ -19,6 +19,15 @@ class EnvAlias:
     convert: Callable[[str], str] | None = None
 
 
+@dataclass(frozen=True)
+class VendorApi:
+    """The plugin spells torch.cuda's API as its own: `torch.<name>.X` for `torch.cuda.X`, `torch.<name>.amp.X`
+    for `torch.cuda.amp.X`. A backend with one is a target of `portlayer migrate --target <name>`."""
+
+    # torch.backends.cudnn flags the vendor has under another name: flag -> expression (`{torch}` is torch).
+    cudnn_flags: Mapping[str, str] = field(default_factory=dict)
+
+
 def _device_count(module: ModuleType) -> int:
     return int(module.device_count())
 
@@ -33,7 +42,18 @@ class Backend:
     # The out-of-tree plugin that registers the device with torch, if any ("torch_npu").
     vendor_module: str | None = None
     install_hint: str = field(default="", repr=False)
+    # A module to import after the plugin so that `init_process_group(dist_backend)` finds the collective.
+    collective_module: str | None = field(default=None, repr=False)
     is_accelerator: bool = True
+    # The dispatch key the plugin registers its kernels under (preflight asks the dispatcher about it):
+    # PrivateUse1, the key torch reserves for out-of-tree devices, unless torch has a key of the device's own.
+    dispatch_key: str = field(default="PrivateUse1", repr=False)
+    # dtype (as torch prints it, without "torch.") -> why the device lacks or emulates it.
+    dtype_risks: Mapping[str, str] = field(default_factory=dict, repr=False)
+    # The vendor's counterpart of nvidia-smi, as a user would type it.
+    smi_command: str | None = field(default=None, repr=False)
+    # How the plugin spells torch.cuda's API; None: not a target of `portlayer migrate` (neutral code runs).
+    vendor_api: VendorApi | None = field(default=None, repr=False)
     env_aliases: tuple[EnvAlias, ...] = field(default=(), repr=False)
     # Set (when unset) by `set_deterministic(True)`; read by the runtime or the collective at start-up.
     deterministic_env: Mapping[str, str] = field(default_factory=dict, repr=False)
@@ -47,6 +67,11 @@ class Backend:
     @property
     def device_type(self) -> str:
         return self.name
+
+    @property
+    def is_plugin(self) -> bool:
+        """Whether an out-of-tree plugin registers the device (its kernels are the plugin's, not torch's)."""
+        return self.vendor_module is not None
 
     def visible_devices(self) -> str | None:
         return os.environ.get(self.visible_devices_env)

@@ -1,4 +1,4 @@
-from portlayer import host
+from portlayer import fallbacks
 from portlayer.backends.base import Backend
 
 BACKEND = Backend(
@@ -11,14 +11,14 @@ BACKEND = Backend(
         # torch.cpu.current_device() answers "cpu"; code written for torch.cuda expects an index.
         "current_device": lambda module: lambda: 0,
         # torch.cpu.Event takes no arguments and cannot time: use the wall clock.
-        "Event": lambda module: host.WallClockEvent,
-        "Stream": lambda module: host.HostStream,
-        "stream": lambda module: host.stream,
-        "current_stream": lambda module: host.current_stream,
-        "default_stream": lambda module: host.current_stream,
-        "mem_get_info": lambda module: host.memory_info,
-        "get_device_name": lambda module: host.cpu_name,
-        "get_device_properties": lambda module: host.cpu_properties,
+        "Event": lambda module: fallbacks.WallClockEvent,
+        "Stream": lambda module: fallbacks.HostStream,
+        "stream": lambda module: fallbacks.stream,
+        "current_stream": lambda module: fallbacks.current_stream,
+        "default_stream": lambda module: fallbacks.current_stream,
+        "mem_get_info": lambda module: fallbacks.memory_info,
+        "get_device_name": lambda module: fallbacks.cpu_name,
+        "get_device_properties": lambda module: fallbacks.cpu_properties,
         "is_bf16_supported": lambda module: lambda including_emulation=True: True,
     },
 )

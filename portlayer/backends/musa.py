@@ -1,4 +1,4 @@
-from portlayer.backends.base import Backend, EnvAlias
+from portlayer.backends.base import Backend, EnvAlias, VendorApi
 
 # MCCL is derived from NCCL and reads the same settings under its own prefix.
 _MCCL_SETTINGS = (
@@ -11,6 +11,8 @@ _MCCL_SETTINGS = (
     "DEBUG",
 )
 
+_NO_FLOAT64 = "Moore Threads GPUs emulate float64 or lack kernels for it"
+
 BACKEND = Backend(
     name="musa",
     dist_backend="mccl",
@@ -18,4 +20,13 @@ BACKEND = Backend(
     vendor_module="torch_musa",
     install_hint="install the torch_musa wheel from Moore Threads beside portlayer",
     env_aliases=tuple(EnvAlias(f"NCCL_{s}", f"MCCL_{s}") for s in _MCCL_SETTINGS),
+    dtype_risks={"float64": _NO_FLOAT64, "complex128": _NO_FLOAT64},
+    smi_command="mthreads-gmi",
+    # torch_musa's muDNN switches carry cuDNN's names.
+    vendor_api=VendorApi(
+        cudnn_flags={
+            "benchmark": "{torch}.backends.mudnn.benchmark",
+            "allow_tf32": "{torch}.backends.mudnn.allow_tf32",
+        }
+    ),
 )

@@ -1,6 +1,8 @@
 import math
 
-from portlayer.backends.base import Backend, EnvAlias
+from portlayer.backends.base import Backend, EnvAlias, VendorApi
+
+_NO_FLOAT64 = "Ascend NPUs have no float64 compute units: kernels reject it or run on the AI CPU"
 
 
 def _bytes_to_mib(value: str) -> str:
@@ -20,4 +22,7 @@ BACKEND = Backend(
         EnvAlias("NCCL_BUFFSIZE", "HCCL_BUFFSIZE", _bytes_to_mib),
     ),
     deterministic_env={"HCCL_DETERMINISTIC": "true"},
+    dtype_risks={"float64": _NO_FLOAT64, "complex128": _NO_FLOAT64},
+    smi_command="npu-smi info",
+    vendor_api=VendorApi(),
 )

@@ -10,7 +10,8 @@ retargeting twice changes nothing.
 
 from __future__ import annotations
 
-from typing import Any
+import functools
+from typing import Any, Callable
 
 import torch
 
@@ -110,3 +111,22 @@ class Retarget:
                 device_type, name = self.device_type, collective
             pairs.setdefault(device_type, name)
         return ",".join(f"{device_type}:{name}" for device_type, name in pairs.items())
+
+
+def leading_device(function: Callable, retarget: Retarget, method: bool = False) -> Callable:
+    """`function` with the device it takes first (after `self` for a `method`) or as `device=` retargeted.
+
+    Wraps `Tensor.to` and `Module.to`, which run on every step: the check for a CUDA name is inlined and cheap.
+    """
+    wants, rewrite = retarget.wants, retarget.any
+    first = 1 if method else 0
+
+    @functools.wraps(function)
+    def retargeted(*args, **kwargs):
+        if len(args) > first and wants(args[first]):
+            args = (*args[:first], rewrite(args[first]), *args[first + 1 :])
+        if kwargs and "device" in kwargs and wants(kwargs["device"]):
+            kwargs["device"] = rewrite(kwargs["device"])
+        return function(*args, **kwargs)
+
+    return retargeted

@@ -3,7 +3,7 @@
 `import portlayer.torch as torch` retargets everything the script asks of `torch.…`. A few lines reach torch
 another way — `import torch.distributed as dist`, `from torch.nn.parallel import DistributedDataParallel`,
 and methods of the tensors and modules themselves (`.cuda()`, `.to("cuda:0")`) — and only those objects
-are patched, each listed in `PATCHES`. Every patch rewrites CUDA names only (see `retarget`), which on a
+are patched, each listed in `PATCHES`. Every patch rewrites CUDA names only (see `cuda_names`), which on a
 machine without CUDA would otherwise fail, so working calls behave as before; `torch.cuda` itself is never
 touched, and other libraries keep seeing the truth there. On the cuda backend nothing is patched.
 
@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from portlayer.dropin.cuda_names import Retarget
+from portlayer.dropin.cuda_names import Retarget, leading_device
 
 
 def _rewriting(original: Callable, retarget: Retarget, **rewrites: str) -> Callable:
@@ -43,21 +43,6 @@ def _rewriting(original: Callable, retarget: Retarget, **rewrites: str) -> Calla
         return original(*bound.args, **bound.kwargs)
 
     return retargeted
-
-
-def _to(original: Callable, retarget: Retarget) -> Callable:
-    """`Tensor.to` / `Module.to`: called on every step, so the check for a CUDA name is inlined and cheap."""
-    wants = retarget.wants
-
-    @functools.wraps(original)
-    def to(self, *args, **kwargs):
-        if args and wants(args[0]):
-            args = (retarget.any(args[0]), *args[1:])
-        if kwargs and "device" in kwargs and wants(kwargs["device"]):
-            kwargs["device"] = retarget.any(kwargs["device"])
-        return original(self, *args, **kwargs)
-
-    return to
 
 
 def _tensor_cuda(original: Callable, retarget: Retarget) -> Callable:
@@ -121,8 +106,8 @@ PATCHES = (
     ),
     Patch("torch:Tensor", "cuda", _tensor_cuda),
     Patch("torch.nn:Module", "cuda", _module_cuda),
-    Patch("torch:Tensor", "to", _to),
-    Patch("torch.nn:Module", "to", _to),
+    Patch("torch:Tensor", "to", lambda original, retarget: leading_device(original, retarget, method=True)),
+    Patch("torch.nn:Module", "to", lambda original, retarget: leading_device(original, retarget, method=True)),
 )
 
 

@@ -1,6 +1,6 @@
 """The names `portlayer.torch` changes: torch's own callables that take a device, retargeted.
 
-Each is a thin stand-in that rewrites a CUDA device (`retarget.Retarget`) and calls torch's original.
+Each is a thin stand-in that rewrites a CUDA device (`cuda_names.Retarget`) and calls torch's original.
 Types stay torch's types: `portlayer.torch.device("cuda", 0)` returns a real `torch.device` (of the active
 type) and `isinstance(x, portlayer.torch.device)` asks `torch.device`. Each stand-in is registered with
 TorchScript as the builtin its original is, so `torch.jit.script` compiles code written against the
@@ -17,7 +17,7 @@ import torch
 import torch.jit._builtins as jit_builtins
 import torch.serialization
 
-from portlayer.dropin.cuda_names import Retarget
+from portlayer.dropin.cuda_names import Retarget, leading_device
 
 # torch functions whose `device` is keyword-only: the factories. tests/dropin checks that this covers every
 # public torch callable documenting a `device` argument.
@@ -52,20 +52,6 @@ def _keyword_device(function: Callable, retarget: Retarget) -> Callable:
 
     @functools.wraps(function)
     def retargeted(*args, **kwargs):
-        if kwargs and "device" in kwargs and wants(kwargs["device"]):
-            kwargs["device"] = retarget.any(kwargs["device"])
-        return function(*args, **kwargs)
-
-    return retargeted
-
-
-def _leading_device(function: Callable, retarget: Retarget) -> Callable:
-    wants = retarget.wants
-
-    @functools.wraps(function)
-    def retargeted(*args, **kwargs):
-        if args and wants(args[0]):
-            args = (retarget.any(args[0]), *args[1:])
         if kwargs and "device" in kwargs and wants(kwargs["device"]):
             kwargs["device"] = retarget.any(kwargs["device"])
         return function(*args, **kwargs)
@@ -184,10 +170,10 @@ def names(retarget: Retarget) -> dict[str, Any]:
     for name in present(KEYWORD_DEVICE):
         stand_ins[name] = _scripts_as(_keyword_device(getattr(torch, name), retarget), getattr(torch, name))
     for name in present(LEADING_DEVICE):
-        stand_ins[name] = _leading_device(getattr(torch, name), retarget)
+        stand_ins[name] = leading_device(getattr(torch, name), retarget)
     for name in present(DEVICE_TYPES):
         real = getattr(torch, name)
-        stand_ins[name] = _stand_in_type(real, _leading_device(real, retarget))
+        stand_ins[name] = _stand_in_type(real, leading_device(real, retarget))
     autocast = _autocast(retarget)
     stand_ins.update(device=_device(retarget), autocast=autocast, load=_load(retarget))
     if hasattr(torch.amp, "GradScaler"):  # torch >= 2.3; before, only torch.cuda.amp had one

@@ -13,7 +13,6 @@ Whatever the source, an op with a composite kernel runs on every backend: the lo
 from __future__ import annotations
 
 import importlib
-import importlib.util
 import re
 from dataclasses import dataclass, field
 from importlib import metadata
@@ -25,15 +24,15 @@ import torch
 from portlayer.atomic import write_atomic
 from portlayer.backends import BY_NAME
 from portlayer.errors import PortlayerError
+from portlayer.selection import device_module, module_installed
 
-# torch_npu and torch_musa both register their kernels under the key reserved for out-of-tree backends.
-VENDOR_DISPATCH_KEY = "PrivateUse1"
 # A kernel under one of these is written in terms of other ops and runs on any backend.
 COMPOSITE_DISPATCH_KEYS = ("CompositeImplicitAutograd", "CompositeExplicitAutograd")
 # Structured ops (gelu, mm, add.Tensor, …) carry a kernel under this key too, but it runs the op's `out=`
 # variant on the tensor's backend: native only where that variant is.
 STRUCTURED_WRAPPER_KEY = "CompositeExplicitAutogradNonFunctional"
-TARGETS = ("npu", "musa")
+# Every backend with a vendor plugin; the dispatch key its kernels live under is in its record.
+TARGETS = tuple(name for name, backend in BY_NAME.items() if backend.is_plugin)
 OPLISTS = Path(__file__).with_name("oplists")
 HEADER = "# portlayer kernel list"
 WHEEL_YAML_CAVEAT = (
@@ -112,27 +111,33 @@ def vendor_version(target: str) -> str:
     try:
         return metadata.version(name)
     except metadata.PackageNotFoundError:
-        module = importlib.import_module(name) if importlib.util.find_spec(name) else None
+        module = importlib.import_module(name) if module_installed(name) else None
         return str(getattr(module, "__version__", "unknown version"))
 
 
+def _owns_its_key(target: str) -> bool:
+    # PrivateUse1 is shared by every out-of-tree plugin: it answers for the one that renamed it.
+    return BY_NAME[target].dispatch_key != "PrivateUse1" or torch._C._get_privateuse1_backend_name() == target
+
+
 def plugin_registered(target: str) -> bool:
-    """Whether the target's vendor plugin is loaded (importing it if it is installed) and owns the vendor key."""
+    """Whether the target's vendor plugin is loaded (importing it if it is installed) and owns its dispatch key."""
     if torch._C._get_privateuse1_backend_name() == target:
         return True
-    name = vendor_module(target)
-    if importlib.util.find_spec(name) is None:
+    if not module_installed(vendor_module(target)):
         return False
     try:
-        importlib.import_module(name)
+        device_module(BY_NAME[target])
     except Exception:  # an installed plugin that cannot load (no driver, no CANN) is no answer either
         return False
-    return torch._C._get_privateuse1_backend_name() == target
+    return _owns_its_key(target)
 
 
 def from_dispatcher(target: str) -> KernelSource:
+    key = BY_NAME[target].dispatch_key
+
     def has_kernel(op: str) -> bool:
-        return torch._C._dispatch_has_kernel_for_dispatch_key(op, VENDOR_DISPATCH_KEY)
+        return torch._C._dispatch_has_kernel_for_dispatch_key(op, key)
 
     label = f"dispatcher ({vendor_module(target)} {vendor_version(target)})"
     return KernelSource(target, "dispatcher", label, has_kernel)

@@ -4,20 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from portlayer.backends import BY_NAME
 from portlayer.preflight.kernels import KernelSource, classify
 from portlayer.preflight.recording import OpUse, Recording
-
-# Dtypes a target lacks or emulates, and why that matters.
-DTYPE_RISKS = {
-    "npu": {
-        "float64": "Ascend NPUs have no float64 compute units: kernels reject it or run on the AI CPU",
-        "complex128": "Ascend NPUs have no float64 compute units: kernels reject it or run on the AI CPU",
-    },
-    "musa": {
-        "float64": "Moore Threads GPUs emulate float64 or lack kernels for it",
-        "complex128": "Moore Threads GPUs emulate float64 or lack kernels for it",
-    },
-}
 
 
 @dataclass(frozen=True)
@@ -66,7 +55,7 @@ class Report:
 
     @property
     def dtype_risks(self) -> list[DtypeRisk]:
-        risky = DTYPE_RISKS.get(self.target, {})
+        risky = BY_NAME[self.target].dtype_risks  # dtypes the target lacks or emulates, and why
         return [DtypeRisk(checked.use, dtype, risky[dtype])
                 for checked in self.ops for dtype in sorted(checked.use.dtypes) if dtype in risky]
 

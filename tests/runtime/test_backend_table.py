@@ -1,6 +1,8 @@
 import pytest
 
-from portlayer.backends import BY_NAME, DIST_BACKEND_BY_DEVICE, PROBE_ORDER
+from portlayer.backends import BY_NAME, DIST_BACKEND_BY_DEVICE, IN_TREE, PROBE_ORDER
+from portlayer.errors import PortlayerError
+from portlayer.selection import select
 
 EXPECTED = {
     # name: (collective, visible-devices variable, vendor plugin)
@@ -9,6 +11,12 @@ EXPECTED = {
     "musa": ("mccl", "MUSA_VISIBLE_DEVICES", "torch_musa"),
     "xpu": ("xccl", "ZE_AFFINITY_MASK", None),
     "mlu": ("cncl", "MLU_VISIBLE_DEVICES", "torch_mlu"),
+    # Intel Gaudi: accelerate utils/imports.py + utils/launch.py, DeepSpeed accelerator/hpu_accelerator.py.
+    "hpu": ("hccl", "HABANA_VISIBLE_MODULES", "habana_frameworks.torch"),
+    # Tecorigin: DeepSpeed accelerator/sdaa_accelerator.py + real_accelerator.py, accelerate state.py.
+    "sdaa": ("tccl", "SDAA_VISIBLE_DEVICES", "torch_sdaa"),
+    # Biren: DeepSpeed accelerator/supa_accelerator.py + real_accelerator.py.
+    "supa": ("bccl", "SUPA_VISIBLE_DEVICES", "torch_supa"),
     "mps": ("gloo", "CUDA_VISIBLE_DEVICES", None),
     "cpu": ("gloo", "CUDA_VISIBLE_DEVICES", None),
 }
@@ -22,20 +30,63 @@ def test_each_backend_has_one_record_with_its_collective_and_variables(name):
     assert backend.as_dict()["dist_backend"] == EXPECTED[name][0]
 
 
-def test_vendor_plugins_are_probed_before_cuda_and_cpu_comes_last():
-    order = [backend.name for backend in PROBE_ORDER]
-    assert order.index("npu") < order.index("cuda")
-    assert order.index("musa") < order.index("cuda")
-    assert order.index("mlu") < order.index("cuda")
-    assert order[-1] == "cpu"
-    assert sorted(order) == sorted(EXPECTED)
+def test_the_documented_probe_order_vendor_plugins_first_cpu_last():
+    # README "Selection" and portlayer/backends/__init__.py document this order.
+    expected = ["npu", "musa", "mlu", "hpu", "sdaa", "supa", "xpu", "cuda", "mps", "cpu"]
+    assert [backend.name for backend in IN_TREE] == expected
+    # Nothing out of tree is installed in the test environment: the table is the in-tree one.
+    assert [backend.name for backend in PROBE_ORDER] == expected
 
 
 def test_device_to_collective_table_is_not_torchs_per_character_map():
     # torch's register_backend(devices="musa") would map "m", "u", "s", "a"; portlayer's table maps words.
     assert DIST_BACKEND_BY_DEVICE["musa"] == "mccl"
+    assert DIST_BACKEND_BY_DEVICE["hpu"] == "hccl" and DIST_BACKEND_BY_DEVICE["supa"] == "bccl"
     assert set(DIST_BACKEND_BY_DEVICE) == set(EXPECTED)
 
 
 def test_only_cpu_is_not_an_accelerator():
     assert [b.name for b in PROBE_ORDER if not b.is_accelerator] == ["cpu"]
+
+
+def test_gaudi_registers_its_collective_with_a_module_of_its_own_and_has_a_dispatch_key_of_its_own():
+    hpu = BY_NAME["hpu"]
+    # accelerate's is_hpu_available(init_hccl=True) imports it before init_process_group("hccl").
+    assert hpu.collective_module == "habana_frameworks.torch.distributed.hccl"
+    assert hpu.dispatch_key == "HPU"
+    assert {BY_NAME[name].dispatch_key for name in ("npu", "musa", "mlu", "sdaa", "supa")} == {"PrivateUse1"}
+
+
+def test_dtypes_each_vendor_lacks():
+    # Gaudi's PyTorch support matrix: Float64 and Complex64 "No"; Ascend and Moore Threads: no float64 units.
+    assert sorted(BY_NAME["hpu"].dtype_risks) == ["complex128", "complex64", "float64"]
+    assert sorted(BY_NAME["npu"].dtype_risks) == ["complex128", "float64"]
+    assert sorted(BY_NAME["musa"].dtype_risks) == ["complex128", "float64"]
+    assert BY_NAME["cuda"].dtype_risks == {}
+
+
+def test_each_vendors_counterpart_of_nvidia_smi():
+    assert {name: BY_NAME[name].smi_command for name in ("npu", "musa", "hpu", "cuda")} == {
+        "npu": "npu-smi info",
+        "musa": "mthreads-gmi",
+        "hpu": "hl-smi",
+        "cuda": None,
+    }
+
+
+def test_a_plugin_named_by_a_dotted_module_whose_package_is_missing_is_reported_not_installed():
+    # find_spec("habana_frameworks.torch") raises when habana_frameworks itself is missing.
+    with pytest.raises(PortlayerError) as error:
+        select("hpu")
+    assert str(error.value) == (
+        "backend 'hpu' needs the habana_frameworks.torch package, which is not installed "
+        "(install Intel Gaudi's PyTorch packages (habana_frameworks), on a host with the Gaudi driver)"
+    )
+
+
+def test_every_plugin_is_probed_and_reported_missing_on_this_host(monkeypatch):
+    monkeypatch.delenv("PORTLAYER_BACKEND", raising=False)
+    details = {probe.backend: probe.detail for probe in select().probes}
+    assert details["hpu"] == "habana_frameworks.torch is not installed"
+    assert details["sdaa"] == "torch_sdaa is not installed"
+    assert details["supa"] == "torch_supa is not installed"

@@ -23,7 +23,9 @@ def test_doctor_json_reports_backend_devices_versions_collective_and_a_live_chec
 
     assert report["backend"]["name"] == "cpu"
     assert report["reason"] == "no accelerator found"
-    assert {p["backend"] for p in report["probes"]} == {"npu", "musa", "mlu", "xpu", "cuda", "mps", "cpu"}
+    assert [p["backend"] for p in report["probes"]] == [
+        "npu", "musa", "mlu", "hpu", "sdaa", "supa", "xpu", "cuda", "mps", "cpu"
+    ]
     assert report["torch"] == torch.__version__
     assert report["collective"] == {"name": "gloo", "built": True}
     assert report["visible_devices"] == {"env": "CUDA_VISIBLE_DEVICES", "value": "0"}

@@ -28,7 +28,8 @@ def test_an_unknown_backend_names_the_choices(monkeypatch):
     with pytest.raises(PortlayerError) as error:
         select()
     assert str(error.value) == (
-        "PORTLAYER_BACKEND=bogus is not a backend portlayer knows; choose one of npu, musa, mlu, xpu, cuda, mps, cpu"
+        "PORTLAYER_BACKEND=bogus is not a backend portlayer knows; "
+        "choose one of npu, musa, mlu, hpu, sdaa, supa, xpu, cuda, mps, cpu"
     )
 
 
