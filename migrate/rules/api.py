@@ -7,14 +7,12 @@ own rule.
 
 from __future__ import annotations
 
-from typing import Union
-
 import libcst as cst
 from portlayer.migrate import cuda_api
 from portlayer.migrate.engine.triggers import Words
 from portlayer.migrate.rules.base import ReferenceRule, code_of
 
-NameOrAttribute = Union[cst.Name, cst.Attribute]
+NameOrAttribute = cst.Name | cst.Attribute
 
 
 def torch_cuda_suffix(qualified: str | None) -> str | None:

@@ -6,12 +6,12 @@ literals are rewritten on the way back up; a matching literal found in no role i
 from __future__ import annotations
 
 import re
-from typing import ClassVar, Union
+from typing import ClassVar
 
 import libcst as cst
 from portlayer.migrate.rules.base import Rule, code_of
 
-StringNode = Union[cst.SimpleString, cst.FormattedString]
+StringNode = cst.SimpleString | cst.FormattedString
 
 
 def string_value(node: cst.CSTNode) -> str | None:
