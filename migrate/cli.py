@@ -166,7 +166,7 @@ def migrate(
             out.error(f"{report_path}: cannot write the report: {exc.strerror or exc}")
             run.unusable_input = True
     out.document()
-    out.summary(run.tally, options.write)
+    out.summary(run.tally, options.write or options.emit)
 
     if run.unusable_input or run.tally.files["failed"]:
         sys.exit(2)
@@ -198,7 +198,7 @@ class _Run:
             progress.close()
 
     def stdin(self, filename: Path | None, *, echo: bool) -> None:
-        data = click.get_binary_stream("stdin").read()
+        data = sys.stdin.buffer.read()
         path = filename or Path("-")
         result = self.record(job.process_bytes(str(path), kind_of(path, data[:256]), data, self.options))
         if echo and result.status != "failed":

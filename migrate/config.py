@@ -50,7 +50,7 @@ class Config:
             return ()
         if path not in self._ignore_cache:
             candidates = [Path(path).name]
-            resolved = Path(os.path.abspath(path))
+            resolved = Path(path).resolve()
             if self.root is not None and self.root in resolved.parents:
                 candidates.append(resolved.relative_to(self.root).as_posix())
             self._ignore_cache[path] = tuple(
@@ -64,7 +64,7 @@ class Config:
 
 def find(paths: Iterable[Path]) -> Path | None:
     """The nearest pyproject.toml with a [tool.portlayer] table, from the paths' common folder up."""
-    absolute = [Path(os.path.abspath(p)) for p in paths] or [Path.cwd()]
+    absolute = [Path(p).resolve() for p in paths] or [Path.cwd()]
     start = Path(os.path.commonpath([p if p.is_dir() else p.parent for p in absolute]))
     for folder in (start, *start.parents):
         candidate = folder / "pyproject.toml"

@@ -124,28 +124,32 @@ def _found(path: Path, kind: str) -> Found:
 class _Walk:
     def __init__(self, root: Path, rules: Exclusions):
         self.root = root
+        self.top = root.resolve()  # .gitignore patterns are matched against paths below their folder
         self.rules = rules
         # (folder, its compiled .gitignore), outermost first; those above the root come from the folders
         # between it and its git repository's top, as git reads them.
         self.ignores: list[tuple[Path, object]] = []
         if rules.respect_gitignore:
-            for folder in reversed(_up_to_repository_top(root.resolve())):
-                self._read_gitignore(folder, logical=_logical(folder, root))
+            for folder in reversed(_up_to_repository_top(self.top)):
+                self._read_gitignore(folder)
 
     def files(self) -> Iterable[Found]:
         for dirpath, dirnames, filenames in os.walk(self.root):
             here = Path(dirpath)
-            while self.ignores and not _within(here, self.ignores[-1][0]):
+            absolute = self.top / here.relative_to(self.root)
+            while self.ignores and not _within(absolute, self.ignores[-1][0]):
                 self.ignores.pop()
             if self.rules.respect_gitignore and ".gitignore" in filenames:
-                self._read_gitignore(here, logical=here)
+                self._read_gitignore(absolute)
             dirnames[:] = sorted(
-                name for name in dirnames if not _skipped_dir(here / name) and not self._excluded(here / name, True)
+                name
+                for name in dirnames
+                if not _skipped_dir(here / name) and not self._excluded(here / name, absolute / name, True)
             )
             for name in sorted(filenames):
                 path = here / name
                 kind = self._kind(path)
-                if kind is None or path.is_symlink() or self._excluded(path, False):
+                if kind is None or path.is_symlink() or self._excluded(path, absolute / name, False):
                     continue
                 yield _found(path, kind)
 
@@ -158,27 +162,27 @@ class _Walk:
             return shebang_kind(_first_line(path))
         return None
 
-    def _read_gitignore(self, folder: Path, logical: Path) -> None:
+    def _read_gitignore(self, folder: Path) -> None:
         try:
             lines = (folder / ".gitignore").read_text(encoding="utf-8", errors="replace").splitlines()
         except OSError:
             return
         import pathspec  # only when there is a .gitignore to read: keeps the start-up fast
 
-        self.ignores.append((logical, pathspec.GitIgnoreSpec.from_lines(lines)))
+        self.ignores.append((folder, pathspec.GitIgnoreSpec.from_lines(lines)))
 
-    def _excluded(self, path: Path, is_dir: bool) -> bool:
-        if self._globbed(path):
+    def _excluded(self, path: Path, absolute: Path, is_dir: bool) -> bool:
+        if self._globbed(path, absolute):
             return True
         # The deepest .gitignore with a say decides, as in git (a `!pattern` re-includes).
         for folder, spec in reversed(self.ignores):
-            relative = path.relative_to(folder).as_posix() + ("/" if is_dir else "")
+            relative = absolute.relative_to(folder).as_posix() + ("/" if is_dir else "")
             verdict = spec.check_file(relative).include
             if verdict is not None:
                 return verdict
         return False
 
-    def _globbed(self, path: Path) -> bool:
+    def _globbed(self, path: Path, absolute: Path) -> bool:
         """Exclude globs match a file or folder name (`*_test.py`, `legacy`) or its path below the walked
         root or the project root (`tests/*`, `scripts/old_*.sh`)."""
         globs = self.rules.globs
@@ -186,8 +190,8 @@ class _Walk:
             return False
         candidates = [path.name, path.relative_to(self.root).as_posix()]
         project = self.rules.project_root
-        if project is not None and _within(path.resolve(), project):
-            candidates.append(path.resolve().relative_to(project).as_posix())
+        if project is not None and _within(absolute, project):
+            candidates.append(absolute.relative_to(project).as_posix())
         return any(fnmatch.fnmatchcase(candidate, glob) for glob in globs for candidate in candidates)
 
 
@@ -199,13 +203,6 @@ def _up_to_repository_top(folder: Path) -> list[Path]:
         if (parent / ".git").exists():
             return chain
     return []
-
-
-def _logical(folder: Path, root: Path) -> Path:
-    """`folder` (an ancestor of resolved `root`) spelt relative to `root` as given, so that paths in the
-    walk, which start with `root`, are below it."""
-    depth = len(root.resolve().parts) - len(folder.parts)
-    return Path(os.path.normpath(root / Path(*[".."] * depth))) if depth else root
 
 
 def _within(path: Path, folder: Path) -> bool:
