@@ -180,7 +180,12 @@ class _Walk:
             return [(child, scope) for child in outside] + [(child, body) for child in node.body]
         elif isinstance(node, _COMPREHENSIONS):
             inner = scope.child("comprehension", self._start(node), self._end(node))
-            return [(child, inner) for child in ast.iter_child_nodes(node)]
+            # The first iterable is evaluated where the comprehension stands, not inside it.
+            first = node.generators[0]
+            iterable = inner.child("iterable", self._start(first.iter), self._end(first.iter))
+            iterable.parent = scope
+            inside = [(child, inner) for child in ast.iter_child_nodes(node) if child is not first]
+            return inside + [(first.target, inner), (first.iter, iterable)] + [(test, inner) for test in first.ifs]
         elif isinstance(node, ast.NamedExpr):
             scope.function.bind(node.target.id)
             return [(node.value, scope)]

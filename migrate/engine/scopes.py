@@ -32,7 +32,9 @@ LOCAL = Binding("local")
 
 @dataclass(eq=False)
 class Scope:
-    kind: str  # "module" | "function" | "class" | "comprehension"
+    # "module" | "function" | "class" | "comprehension" | "annotation" (PEP 695 type parameters), or
+    # "iterable": a comprehension's first iterable, which reads and binds in the scope around it.
+    kind: str
     start: Position
     end: Position
     parent: Scope | None = None
@@ -48,7 +50,7 @@ class Scope:
         return scope
 
     def bind(self, name: str) -> None:
-        self.bound.add(name)
+        (self.parent if self.kind == "iterable" else self).bound.add(name)
 
     def bind_import(self, name: str, qualified: str) -> None:
         self.imports.setdefault(name, qualified)
@@ -70,6 +72,8 @@ class Scope:
 
     def resolve(self, name: str) -> Binding:
         """What `name`, read in this scope, refers to."""
+        if self.kind == "iterable":
+            return self.parent.resolve(name)
         scope: Scope | None = self
         own = True
         while scope is not None:
