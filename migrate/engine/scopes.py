@@ -33,7 +33,8 @@ LOCAL = Binding("local")
 @dataclass(eq=False)
 class Scope:
     # "module" | "function" | "class" | "comprehension" | "annotation" (PEP 695 type parameters), or
-    # "iterable": a comprehension's first iterable, which reads and binds in the scope around it.
+    # "iterable": a piece of a scope's span read in another one (a comprehension's first iterable, a
+    # generic function's defaults); its `parent` is that other scope.
     kind: str
     start: Position
     end: Position
@@ -86,7 +87,8 @@ class Scope:
                 found = scope._own(name)
                 if found is not None:
                     return found
-            scope, own = scope.parent, False
+            # An annotation scope sees the class it is in (PEP 695), as that class's own code does.
+            scope, own = scope.parent, own and scope.kind == "annotation"
         return FREE
 
     def _own(self, name: str) -> Binding | None:
