@@ -77,7 +77,7 @@ def load(path: Path | None, targets: Iterable[str]) -> Config:
     if path is None:
         return Config()
     try:
-        import tomllib
+        import tomllib  # novermin: 3.11, and tomli on 3.10
     except ModuleNotFoundError:  # Python 3.10
         import tomli as tomllib
     try:
