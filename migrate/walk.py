@@ -132,6 +132,10 @@ class _Walk:
         if rules.respect_gitignore:
             for folder in reversed(_up_to_repository_top(self.top)):
                 self._read_gitignore(folder)
+            # A folder named on the command line is walked even if it is ignored (`.venv/lib/…`), as
+            # ripgrep and ruff walk it: then only the .gitignore files inside it apply.
+            if self._ignored(self.top, is_dir=True):
+                self.ignores.clear()
 
     def files(self) -> Iterable[Found]:
         for dirpath, dirnames, filenames in os.walk(self.root):
@@ -172,8 +176,9 @@ class _Walk:
         self.ignores.append((folder, pathspec.GitIgnoreSpec.from_lines(lines)))
 
     def _excluded(self, path: Path, absolute: Path, is_dir: bool) -> bool:
-        if self._globbed(path, absolute):
-            return True
+        return self._globbed(path, absolute) or self._ignored(absolute, is_dir)
+
+    def _ignored(self, absolute: Path, is_dir: bool) -> bool:
         # The deepest .gitignore with a say decides, as in git (a `!pattern` re-includes).
         for folder, spec in reversed(self.ignores):
             relative = absolute.relative_to(folder).as_posix() + ("/" if is_dir else "")

@@ -190,6 +190,7 @@ def test_directory_walks_respect_gitignore_files_up_to_the_repository_top(tmp_pa
 
     respected = run_in(tmp_path / "src", "--check", ".")
     ignoring_none = run_in(tmp_path / "src", "--check", "--no-respect-gitignore", ".")
+    named = run_in(tmp_path / "src", "--check", "generated")  # an ignored folder named is walked (ripgrep, ruff)
 
     assert respected.stderr.splitlines()[:-1] == ["would change keep_old.py", "would change train.py"]
     assert ignoring_none.stderr.splitlines()[:-1] == [  # a folder's files, then its subfolders
@@ -198,6 +199,7 @@ def test_directory_walks_respect_gitignore_files_up_to_the_repository_top(tmp_pa
         "would change train_old.py",
         "would change generated/model.py",
     ]
+    assert named.stderr.splitlines()[:-1] == ["would change generated/model.py"]
 
 
 def test_respect_gitignore_can_be_turned_off_in_pyproject(tmp_path):
