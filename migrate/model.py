@@ -38,7 +38,10 @@ class Diagnostic:
         return cls(code, line, col, message or row.title, hint or row.hint, row.severity)
 
     def format(self, path: str) -> str:
-        return f"{path}:{self.line}:{self.col}: {self.code} {self.message}"
+        """`path:line:col: CODE message`, as every text output prints a finding."""
+        from portlayer.findings import Finding, text_lines
+
+        return text_lines(Finding(path, self.line, self.col, self.code, self.severity, self.message), hint=False)
 
     @property
     def category(self) -> str:

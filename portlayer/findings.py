@@ -15,8 +15,6 @@ Shared by `portlayer migrate` and `portlayer preflight`: each turns its results 
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
@@ -64,6 +62,9 @@ def render(fmt: str, findings: Sequence[Finding], *, tool: str = "portlayer", ve
 
 
 def _csv(findings: Iterable[Finding]) -> str:
+    import csv  # here, not at the top: only this format needs it, and every run imports this module
+    import io
+
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(CSV_COLUMNS)
