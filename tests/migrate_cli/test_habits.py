@@ -15,6 +15,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 from portlayer.migrate.progress import Progress
+from portlayer.migrate.walk import shebang_kind
 
 from portlayer.cli import cli
 from portlayer.findings import Finding, github_line
@@ -344,3 +345,22 @@ def test_progress_bar_only_on_a_terminal_and_only_for_large_runs():
 
     assert "/300" in terminal.getvalue() and "file" in terminal.getvalue()
     assert pipe.getvalue() == small.getvalue() == ""
+
+
+@pytest.mark.parametrize(
+    "first_line, kind",
+    [
+        (b"#!/usr/bin/python3.11\n", "python"),
+        (b"#! /usr/bin/env python\n", "python"),
+        (b"#!/usr/bin/env -S python3 -u\n", "python"),
+        (b"#!/usr/bin/env pypy3\n", "python"),
+        (b"#!/bin/sh -e\n", "shell"),
+        (b"#!/usr/bin/env bash\n", "shell"),
+        (b"#!/bin/zsh\n", "shell"),
+        (b"#!/usr/bin/perl\n", None),
+        (b"#!/usr/bin/env node\n", None),
+        (b"import torch\n", None),
+    ],
+)
+def test_shebang_kinds(first_line, kind):
+    assert shebang_kind(first_line) == kind
