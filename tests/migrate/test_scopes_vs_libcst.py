@@ -146,7 +146,7 @@ def test_a_comprehensions_first_iterable_is_read_in_the_scope_around_it(source):
     assert disagreements(source) == []
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
 @given(hypothesmith.from_grammar())
 def test_generated_programs_resolve_as_libcst_resolves_them(source):
     try:
@@ -157,7 +157,7 @@ def test_generated_programs_resolve_as_libcst_resolves_them(source):
     assert disagreements(source) == []
 
 
-@settings(max_examples=10, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=6, deadline=None, suppress_health_check=list(HealthCheck))
 @given(hypothesmith.from_node(cst.Module))
 def test_generated_syntax_trees_resolve_as_libcst_resolves_them(source):
     try:
