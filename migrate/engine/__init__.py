@@ -30,8 +30,8 @@ How to write a rule (four things to know; the rest is the engine's business):
 4. Record what you did: `self.changed("PL1nn", original_node, "a -> b")` for a conversion,
    `self.report("PLnnn", node)` for a site left to a human; the code's row in `migrate/codes.py` gives
    its title, hint and severity (`Diagnostic.of`). Positions are the file's, 1-based. Add a golden
-   input/output pair under tests/migrate/golden/ and a program that runs migrated (DESIGN: a rule's test
-   includes running a program that uses it).
+   input/output pair under tests/migrate/golden/ and a program that uses the construct and still runs
+   once migrated: the migrated program, not a count of sites, is the measure.
 docs/migrate-rules.md says the same with an example.
 """
 
