@@ -14,9 +14,10 @@ import contextlib
 import os
 import platform
 import time
+from collections.abc import Callable
 from functools import lru_cache
 from types import ModuleType, SimpleNamespace
-from typing import Any, Callable
+from typing import Any
 
 from portlayer.api import RNG
 from portlayer.backends.base import Backend

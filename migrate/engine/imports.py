@@ -21,6 +21,7 @@ from portlayer.migrate.engine.analysis import (
     parse_python,
     source_lines,
 )
+from portlayer.migrate.engine.printing import code_of
 
 
 @dataclass
@@ -46,7 +47,7 @@ def _rank(name: str) -> tuple[bool, str]:
 
 
 def _dotted(node: cst.BaseExpression) -> str:
-    return cst.Module([]).code_for_node(node)
+    return code_of(node)
 
 
 def bound_name(spec: ImportSpec) -> str:
@@ -166,6 +167,13 @@ def _insert(code: str, tree: ast.Module, modules: list[str]) -> str:
     added = "".join(f"import {module}{newline}" for module in modules)
     if position == 0:
         at_line = first_line(groups[0][0]) if groups else len(lines) + 1
+        # Above the blank lines that precede the statement (left, say, by a removed import), so that
+        # they still separate it from the import; below the first of them when comments come before.
+        start = at_line
+        while start > 1 and not lines[start - 2].strip():
+            start -= 1
+        if start < at_line:
+            at_line = start + 1 if start > 1 else start
         return "".join(lines[: at_line - 1]) + added + "".join(lines[at_line - 1 :])
     after = groups[position - 1][-1].end_lineno
     before = "".join(lines[:after])
