@@ -21,6 +21,8 @@ from portlayer.migrate.progress import Progress
 from portlayer.migrate.report import Tally, write_report
 from portlayer.migrate.walk import discover
 
+from portlayer.errors import error_line
+
 
 class BadUsage(click.ClickException):
     """Bad arguments: one line (`Error: …`) and exit status 2, without click's usage block."""
@@ -135,7 +137,7 @@ class _Output:
         self.diagnostics_to_stderr = diagnostics_to_stderr
 
     def error(self, line: str) -> None:
-        click.echo(f"error: {line}", err=True)
+        click.echo(error_line(line), err=True)
 
     def file(self, result: job.FileResult) -> None:
         if result.error:

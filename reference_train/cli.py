@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 from portlayer.train.compare import DEFAULT_RTOL, IncomparableRuns, compare_runs
 
-from portlayer.cli import LazyGroup
+from portlayer.cli import LazyGroup, UnusableInput
 
 # name -> (module, attribute, extra); the training and locating commands pull in transformers, so they
 # load only when run.
@@ -17,12 +17,6 @@ PARITY_SUBCOMMANDS = {
 }
 
 EXIT_DIVERGED = 1
-
-
-class UnusableInput(click.ClickException):
-    """A run file that cannot be compared (missing, corrupt, another experiment): exit 2, one line."""
-
-    exit_code = 2
 
 
 @click.group(cls=LazyGroup, lazy_subcommands=PARITY_SUBCOMMANDS)

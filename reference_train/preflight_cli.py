@@ -15,14 +15,10 @@ import sys
 import click
 
 from portlayer.errors import PortlayerError
+from portlayer.errors import fail as _fail
 
 # Which ops a step dispatches does not depend on the sequence length: a short one keeps full-size models fast.
 DEFAULT_SEQ_LEN = 128
-
-
-def _fail(message: str) -> None:
-    click.echo(f"portlayer: error: {message}", err=True)
-    sys.exit(2)
 
 
 @click.command("preflight")

@@ -24,9 +24,10 @@ import torch.distributed as dist
 from portlayer.train import checkpoint, data, runfile
 from portlayer.train.parity import functional_dropout_off
 from portlayer.train.presets import DROPOUT_FIELD, Preset, build_config, build_model, read_override_file
+from portlayer.train.progress import STEP_EVENTS_ENV, step_event
 
 import portlayer
-from portlayer import PortlayerError
+from portlayer.errors import PortlayerError, print_error
 
 STARTUP_TIMEOUT = timedelta(minutes=30)
 PRECISIONS = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
@@ -166,6 +167,8 @@ class Logger:
         self.active = world.rank == 0 and not options.quiet
         self.every = options.log_every
         self.bar = None
+        # Under `portlayer parity run` the launcher draws the bar from one line per step (progress.py).
+        self.step_events = self.active and bool(os.environ.get(STEP_EVENTS_ENV))
         if self.active and sys.stderr.isatty():
             from tqdm import tqdm
 
@@ -182,6 +185,8 @@ class Logger:
             print(message, flush=True)
 
     def step(self, record: dict, steps: int) -> None:
+        if self.step_events:
+            print(step_event(record["step"], record["loss"]), flush=True)
         if self.bar is not None:
             self.bar.update(1)
             self.bar.set_postfix(loss=f"{record['loss']:.4f}")
@@ -204,11 +209,7 @@ def inject_fault(options: Options, world: World, step: int) -> None:
     if step != at_step or world.rank != at_rank:
         return
     if kind == "exit":
-        print(
-            f"portlayer.train: rank {world.rank}: injected fault: exiting at step {step}",
-            file=sys.stderr,
-            flush=True,
-        )
+        print_error(f"rank {world.rank}: injected fault: exiting at step {step}")
         os._exit(1)  # like a kill: no cleanup, no goodbye to the other ranks
     time.sleep(3600)  # "hang": the others must time out in their next collective
 
