@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import click
 from portlayer.train.compare import DEFAULT_RTOL, IncomparableRuns, compare_runs
@@ -75,7 +76,7 @@ def compare(
         raise UnusableInput(str(exc)) from None
 
     if as_json:
-        plot = None if plot_path is None else str(_plot(comparison, plot_path))
+        plot = None if plot_path is None else str(_plot(comparison, plot_path, baseline, run))
         click.echo(json.dumps(comparison_json(comparison, baseline, run, plot), indent=1))
         if not comparison.within_tolerance:
             click.get_current_context().exit(EXIT_DIVERGED)
@@ -85,7 +86,7 @@ def compare(
     click.echo(run_table(comparison))
     click.echo()
     if plot_path is not None:
-        click.echo(f"plot: {_plot(comparison, plot_path)}")
+        click.echo(f"plot: {_plot(comparison, plot_path, baseline, run)}")
     for note in setting_notes(comparison):
         click.echo(note)
     click.echo(verdict_line(comparison))
@@ -93,10 +94,10 @@ def compare(
         click.get_current_context().exit(EXIT_DIVERGED)
 
 
-def _plot(comparison, plot_path: str):
+def _plot(comparison, plot_path: str, baseline: str, run: str):
     from portlayer.train.plot import write_plot
 
     try:
-        return write_plot(comparison, plot_path)
+        return write_plot(comparison, plot_path, (Path(baseline).name, Path(run).name))
     except OSError as exc:
         raise UnusableInput(f"cannot write the plot {plot_path}: {exc.strerror or exc}") from None
