@@ -30,7 +30,7 @@ SETTING_FIELDS = ("lr", "warmup_steps", "precision", "tf32", "parity", "determin
 PREFIX_DATA_FIELDS = ("data", "seed", "seq_len")
 
 # Upper ends of the relative loss errors measured with the same init, data and dropout off, over 30-50
-# steps (DESIGN.md "Parity notes"): fp32 cpu vs H100 up to 2.9e-6, H100 TF32 vs fp32 up to 1e-3,
+# steps (docs/parity.md, "Tolerance and what an error means"): fp32 cpu vs H100 up to 2.9e-6, H100 TF32 vs fp32 up to 1e-3,
 # bf16 autocast vs fp32 3e-4 to 1.2e-3.
 ROUNDING_LIMIT = 1e-5
 TF32_LIMIT = 1e-3

@@ -92,13 +92,14 @@ def _run_row(run: dict, max_error: str, first_beyond: str) -> tuple[str, ...]:
 
 
 def _peak_memory(summary: dict) -> str:
-    """The device's peak allocation; a cpu has no device allocator, so its runs show the host's peak RSS."""
+    """The device's peak allocation; a cpu has no device allocator (null in its run files, 0 in older
+    ones), so its runs show the host's peak RSS, or "—" when that is not recorded either."""
     device_peak, host_peak = summary.get("peak_memory_bytes"), summary.get("host_peak_rss_bytes")
     if device_peak:
         return f"{device_peak / 2**20:,.0f} MiB"
     if host_peak:
         return f"{host_peak / 2**20:,.0f} MiB host RSS"
-    return "n/a"
+    return "—"
 
 
 def _rate(value) -> str:

@@ -63,9 +63,9 @@ def _load(preset, factory, batch_size, seq_len, seed):
         raise UnusableInput(str(exc)) from None
 
 
-def _finish(comparison, quiet: bool) -> None:
-    click.echo(comparison.summary() if quiet else comparison.render())
-    raise SystemExit(1 if comparison.diverged else 0)
+def _finish(report, quiet: bool) -> None:
+    click.echo(report.summary() if quiet else report.render())
+    raise SystemExit(1 if report.diverged else 0)
 
 
 @click.command()

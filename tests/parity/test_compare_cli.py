@@ -185,6 +185,15 @@ def test_the_table_shows_a_cpu_runs_host_memory(make_run, write_run):
     assert "| 200 MiB " in rows[1]
 
 
+def test_memory_recorded_nowhere_is_a_dash_not_zero(make_run, write_run):
+    cpu = make_run()
+    cpu["summary"]["peak_memory_bytes"] = None  # a cpu run: no device allocator, and no host RSS recorded
+    result = compare(write_run(cpu, "base.json"), write_run(make_run(), "run.json"))
+    row = [line for line in result.output.splitlines() if line.startswith("| gpt2-tiny")][0]
+    cells = [cell.strip() for cell in row.strip("|").split("|")]
+    assert cells[5] == "—"
+
+
 def test_a_tf32_sized_error_neither_run_recorded_gets_a_hint(make_run, perturbed, write_run):
     run = perturbed(make_run(), {2: 5e-5})
     result = compare(write_run(make_run(), "base.json"), write_run(run, "run.json"), "--rtol", "1e-4")
