@@ -4,6 +4,8 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.portlayer-installed
+BENCH_STAMP := $(VENV)/.portlayer-bench-installed
+PIP_INSTALL := $(BIN)/python -m pip install -q --disable-pip-version-check -c constraints.txt
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export HF_DATASETS_OFFLINE := 1
@@ -14,8 +16,13 @@ venv: $(STAMP)
 
 $(STAMP): pyproject.toml setup.py constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --disable-pip-version-check -c constraints.txt -e '.[migrate,train,dev]'
+	$(PIP_INSTALL) -e '.[migrate,train,dev]'
 	touch $(STAMP)
+
+# The benchmarks also need the [bench] extra (accelerate, for HuggingFace's Trainer).
+$(BENCH_STAMP): $(STAMP)
+	$(PIP_INSTALL) -e '.[migrate,train,dev,bench]'
+	touch $(BENCH_STAMP)
 
 demo: $(STAMP)
 	$(BIN)/portlayer doctor
@@ -27,7 +34,7 @@ test: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check portlayer migrate reference_train tests bench examples setup.py
 
-bench: $(STAMP)
+bench: $(BENCH_STAMP)
 	$(BIN)/python -m bench
 
 clean:

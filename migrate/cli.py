@@ -26,6 +26,7 @@ from portlayer.migrate.progress import Progress
 from portlayer.migrate.report import Tally, write_report
 from portlayer.migrate.walk import Exclusions, discover, kind_of
 
+from portlayer.errors import error_line
 from portlayer.findings import FORMATS, Finding, render, text_lines
 
 STDIN = Path("-")
@@ -225,7 +226,7 @@ class _Output:
         self.findings: list[Finding] = []  # for the formats written as one document at the end
 
     def error(self, line: str) -> None:
-        click.echo(f"error: {line}", err=True)
+        click.echo(error_line(line), err=True)
 
     def file(self, result: job.FileResult) -> None:
         if result.error:

@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from portlayer.errors import PortlayerError
+from portlayer.errors import PortlayerError, fail
 
 # name -> (module, attribute, extra that installs its dependencies). Adding a subcommand is adding a row.
 SUBCOMMANDS = {
@@ -55,17 +55,20 @@ def main(argv: list[str] | None = None) -> None:
     """Every failure a user can fix ends as one line on stderr: bad arguments and a missing backend exit 2."""
     try:
         status = cli.main(args=argv, prog_name="portlayer", standalone_mode=False)
-    except click.UsageError as exc:
-        _fail(exc.format_message(), exc.exit_code)
+    except click.exceptions.NoArgsIsHelpError as exc:
+        # `portlayer` or `portlayer parity` alone: the usage, as git and ruff print it, not an error line.
+        exc.show()
+        sys.exit(exc.exit_code)
     except click.ClickException as exc:
-        _fail(exc.format_message(), exc.exit_code)
+        fail(exc.format_message(), exc.exit_code)
     except click.Abort:
-        _fail("aborted", 130)
+        fail("interrupted", 130)  # Ctrl-C (click turns KeyboardInterrupt into Abort): 128 + SIGINT
     except PortlayerError as exc:
-        _fail(str(exc), 2)
+        fail(str(exc), 2)
     sys.exit(status if isinstance(status, int) else 0)
 
 
-def _fail(message: str, status: int) -> None:
-    click.echo(f"portlayer: error: {' '.join(message.split())}", err=True)
-    sys.exit(status)
+class UnusableInput(click.ClickException):
+    """Input a subcommand cannot use (a missing or corrupt file, a bad combination): one line, exit 2."""
+
+    exit_code = 2

@@ -1,8 +1,10 @@
-"""`portlayer doctor`: what a person checks first on a new cluster."""
+"""`portlayer doctor`: what a person checks first on a new cluster, as a report to paste into an issue
+(like `accelerate env`): the versions of everything involved, then the backend, devices and a live check."""
 
 from __future__ import annotations
 
 import json
+import platform
 import time
 from importlib import metadata
 
@@ -73,6 +75,10 @@ def report(live_check: bool = True) -> dict:
     count = portlayer.device_count()
     return {
         "portlayer": portlayer.__version__,
+        "python": f"{platform.python_version()} ({platform.python_implementation()})",
+        "os": platform.platform(),
+        # Read from the installed metadata: importing transformers would cost seconds for one string.
+        "transformers": _version("transformers"),
         "backend": backend.as_dict(),
         "reason": selection.reason,
         "probes": [
@@ -88,15 +94,24 @@ def report(live_check: bool = True) -> dict:
     }
 
 
+# Text mode is a fenced block: pasted into an issue or a chat it keeps its alignment.
+FENCE = "```"
+
+
 def format_report(data: dict) -> str:
     backend = data["backend"]
     skipped = [f"{p['backend']}: {p['detail']}" for p in data["probes"] if not p["available"]]
     lines = [
+        f"{FENCE}text",
+        f"portlayer    {data['portlayer']}",
+        f"python       {data['python']}",
+        f"os           {data['os']}",
+        f"torch        {data['torch']}",
+        f"transformers {data['transformers'] or 'not installed'}",
         f"backend      {backend['name']}  ({data['reason']})",
         *([f"probed       {'; '.join(skipped)}"] if skipped else []),
         f"devices      {len(data['devices'])}: "
         + ", ".join(f"[{d['index']}] {d['name']}" for d in data["devices"]),
-        f"torch        {data['torch']}",
         f"vendor       {data['vendor']['module'] or '-'} {data['vendor']['version'] or ''}".rstrip(),
         f"collective   {data['collective']['name']} "
         + (
@@ -110,6 +125,7 @@ def format_report(data: dict) -> str:
         lines.append(f"translated   {variable['target']}={variable['value']} (from {variable['source']})")
     if data["check"] is not None:
         lines.append(f"check        {'ok' if data['check']['ok'] else 'FAILED'}: {data['check']['detail']}")
+    lines.append(FENCE)
     return "\n".join(lines)
 
 
@@ -117,7 +133,10 @@ def format_report(data: dict) -> str:
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.option("--no-check", is_flag=True, help="Skip the live allocate/compute/synchronize check.")
 def doctor(as_json: bool, no_check: bool) -> None:
-    """Report the backend portlayer selects here, and check that it computes."""
+    """Report the versions, the backend portlayer selects here and why, and check that it computes.
+
+    The text is a fenced block to paste into an issue; --json is the same report for scripts.
+    Exit 1 when the live check fails."""
     data = report(live_check=not no_check)
     click.echo(json.dumps(data, indent=2) if as_json else format_report(data))
     if data["check"] is not None and not data["check"]["ok"]:

@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 from portlayer.train.presets import PRESETS, get_preset
 
-from portlayer import PortlayerError
+from portlayer.errors import PortlayerError, first_line, print_error
 
 FAULT_KINDS = ("exit", "hang")
 
@@ -105,11 +105,8 @@ def main(preset, steps, per_device_batch, seq_len, lr, warmup_steps, **rest):
     except Exception as exc:
         if os.environ.get("PORTLAYER_TRACEBACK"):
             traceback.print_exc()
-        first_line = (str(exc).strip().splitlines() or [""])[0]
-        if not isinstance(exc, PortlayerError):
-            first_line = f"{type(exc).__name__}: {first_line}"
-        click.echo(f"portlayer.train: rank {rank}: error: {first_line}", err=True)
-        sys.stderr.flush()
+        message = str(exc).strip().splitlines()[0] if isinstance(exc, PortlayerError) else first_line(exc)
+        print_error(f"rank {rank}: {message}")
         # A distributed job whose peer died cannot shut down cleanly: leave now, torchrun reaps the rest.
         os._exit(1)
 

@@ -24,8 +24,13 @@ COMPARABLE_FIELDS = ("preset", "config_hash", "data_checksum", "init_weights_che
 # beside the verdict.
 SETTING_FIELDS = ("lr", "warmup_steps", "precision", "tf32", "parity", "deterministic", "dropout_fields_zeroed")
 
+# The data checksum covers every sample a run consumes, so runs of different lengths never share it. When
+# only a common prefix of steps is compared, what makes the data instead must match: the corpus (None: the
+# built-in one), the order's seed and the block length.
+PREFIX_DATA_FIELDS = ("data", "seed", "seq_len")
+
 # Upper ends of the relative loss errors measured with the same init, data and dropout off, over 30-50
-# steps (DESIGN.md "Parity notes"): fp32 cpu vs H100 up to 2.9e-6, H100 TF32 vs fp32 up to 1e-3,
+# steps (docs/parity.md, "Tolerance and what an error means"): fp32 cpu vs H100 up to 2.9e-6, H100 TF32 vs fp32 up to 1e-3,
 # bf16 autocast vs fp32 3e-4 to 1.2e-3.
 ROUNDING_LIMIT = 1e-5
 TF32_LIMIT = 1e-3
@@ -62,6 +67,39 @@ class Comparison:
     run: dict
     rtol: float
     steps: tuple[StepDelta, ...]
+
+    @property
+    def lengths(self) -> tuple[int, int]:
+        """How many steps the baseline and the run recorded (the comparison may cover fewer)."""
+        return len(self.baseline["steps"]), len(self.run["steps"])
+
+    @property
+    def length_note(self) -> str | None:
+        """Said beside the verdict when not every recorded step was compared."""
+        baseline_steps, run_steps = self.lengths
+        if len(self.steps) == baseline_steps == run_steps:
+            return None
+        if baseline_steps == run_steps:
+            return f"compared the first {len(self.steps)} of the {baseline_steps} steps both runs have"
+        checked = ", ".join(PREFIX_DATA_FIELDS)
+        return (
+            f"compared the first {len(self.steps)} steps: the baseline has {baseline_steps}, the run {run_steps}"
+            f" (their data checksums cover different lengths; {checked} were checked instead)"
+        )
+
+    @property
+    def schedule_note(self) -> str | None:
+        """The first compared step whose recorded learning rate differs: the cosine schedule spans the run's
+        whole length, so runs of different lengths part there however faithful the port."""
+        pairs = zip(self.baseline["steps"][: len(self.steps)], self.run["steps"][: len(self.steps)])
+        for expected, actual in pairs:
+            if not math.isclose(expected["lr"], actual["lr"], rel_tol=1e-9):
+                return (
+                    f"the learning rate differs from step {expected['step']} (baseline {expected['lr']:.6g},"
+                    f" run {actual['lr']:.6g}): the schedules span {_field(self.baseline, 'steps')} and"
+                    f" {_field(self.run, 'steps')} steps"
+                )
+        return None
 
     @property
     def max_rel_error(self) -> float:
@@ -125,22 +163,32 @@ def classify(rel_error: float, precisions: set[str] = frozenset()) -> str:
     return DIVERGENCE
 
 
-def compare_runs(baseline: dict, run: dict, rtol: float = DEFAULT_RTOL) -> Comparison:
-    """Check that `run` is the experiment `baseline` recorded, then compare their losses step by step."""
-    for field in COMPARABLE_FIELDS:
+def compare_runs(
+    baseline: dict, run: dict, rtol: float = DEFAULT_RTOL, steps: int | None = None
+) -> Comparison:
+    """Check that `run` is the experiment `baseline` recorded, then compare their losses step by step.
+
+    Runs of different lengths are compared over their common steps; `steps` instead requires both runs to
+    have at least that many and compares exactly those.
+    """
+    baseline_steps, run_steps = baseline["steps"], run["steps"]
+    if steps is not None:
+        for name, recorded in (("baseline", baseline_steps), ("run", run_steps)):
+            if len(recorded) < steps:
+                raise IncomparableRuns(f"--steps {steps}: the {name} has only {len(recorded)} steps")
+    compared = steps or min(len(baseline_steps), len(run_steps))
+    fields = COMPARABLE_FIELDS
+    if len(baseline_steps) != len(run_steps):
+        fields = (*(field for field in fields if field != "data_checksum"), *PREFIX_DATA_FIELDS)
+    for field in fields:
         expected, actual = _field(baseline, field), _field(run, field)
         if expected != actual:
             raise IncomparableRuns(
                 f"runs differ in {field}: baseline {_describe(baseline, field)}, run {_describe(run, field)}"
             )
-    baseline_steps, run_steps = baseline["steps"], run["steps"]
-    if len(baseline_steps) != len(run_steps):
-        raise IncomparableRuns(
-            f"runs differ in step count: baseline {len(baseline_steps)}, run {len(run_steps)}"
-        )
     # read_run has checked that both are numbered 1, 2, 3, ...; only the losses are compared here.
     deltas = []
-    for expected, actual in zip(baseline_steps, run_steps):
+    for expected, actual in zip(baseline_steps[:compared], run_steps[:compared]):
         if expected["loss"] == 0:
             raise IncomparableRuns(f"baseline loss is 0 at step {expected['step']}: no relative error")
         deltas.append(StepDelta(expected["step"], expected["loss"], actual["loss"]))

@@ -1,33 +1,91 @@
 """`portlayer parity run --preset P --nproc N --steps S --out RUN.json [TRAINER OPTIONS…]`.
 
 Launches `torchrun --nproc_per_node N -m portlayer.train --parity …` on the active backend, shows the
-trainer's own output (not torchrun's), and on failure exits 1 with one line: the first rank's error.
+trainer's own output (not torchrun's) and a bar over the steps on a terminal, and on failure exits 1 with one
+line: the first rank's error. Everything that can be checked before training is: the trainer's options (a
+misspelt one is one line and exit 2) and that --out can be written. Ctrl-C stops torchrun and every rank it
+started, and exits 130. --nnodes / --node-rank / --rdzv-* go to torchrun as they are, for multi-node runs.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import signal
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import click
-from portlayer.train.presets import PRESETS
+from portlayer.train.presets import PRESETS, get_preset
+from portlayer.train.progress import STEP_EVENTS_ENV, StepBar
+
+from portlayer.cli import UnusableInput
+from portlayer.errors import error_line
 
 # torchrun's own log records ("W1123 10:53:36.123000 4321 torch/distributed/…] …") and its failure report.
 _TORCHRUN_LOG = re.compile(r"^\[?[IWEF]\d{4} \d\d:\d\d:\d\d")
-_TRAINER_ERROR = "portlayer.train: "
+# A rank's error line: `portlayer: error: rank R: …` (the trainer reports through `error_line` too).
+_ERROR_PREFIX = error_line("")
+_RANK_ERROR = _ERROR_PREFIX + "rank "
+# After SIGTERM, how long torchrun and its ranks get to exit before they are killed.
+STOP_GRACE_S = 15.0
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for a Ctrl-C
+
+
+class Interrupted(click.ClickException):
+    exit_code = EXIT_INTERRUPTED
 
 
 def torchrun_command(
-    preset: str, nproc: int, steps: int | None, out: Path, extra: tuple[str, ...]
+    preset: str,
+    nproc: int,
+    steps: int | None,
+    out: Path,
+    extra: tuple[str, ...],
+    nodes: dict[str, str | None] | None = None,
 ) -> list[str]:
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}"]
-    command += ["-m", "portlayer.train", "--preset", preset, "--parity", "--out", str(out)]
+    """The torchrun command line: one node (`--standalone`, a free port) unless a multi-node option is given."""
+    given = {name: value for name, value in (nodes or {}).items() if value is not None}
+    command = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={nproc}"]
+    if given:
+        command += [f"--{name.replace('_', '-')}={value}" for name, value in given.items()]
+    else:
+        command.append("--standalone")
+    return command + ["-m", "portlayer.train", *trainer_arguments(preset, steps, out, extra)]
+
+
+def trainer_arguments(preset: str, steps: int | None, out: Path, extra: tuple[str, ...]) -> list[str]:
+    arguments = ["--preset", preset, "--parity", "--out", str(out)]
     if steps is not None:
-        command += ["--steps", str(steps)]
-    return command + list(extra)
+        arguments += ["--steps", str(steps)]
+    return arguments + list(extra)
+
+
+def check_trainer_arguments(arguments: list[str]) -> None:
+    """Parse the trainer's arguments as the ranks will, so a misspelt option fails here, before torchrun."""
+    from portlayer.train.__main__ import main as trainer
+
+    trainer.make_context("portlayer parity run", list(arguments))
+
+
+def check_writable(out: Path) -> None:
+    """Fail before training when the run file could not be written after it."""
+    if out.is_dir():
+        raise UnusableInput(f"--out {out} is a directory; name the run file, e.g. {out / 'run.json'}")
+    folder = out.parent
+    if not folder.is_dir():
+        raise UnusableInput(f"--out {out}: no such directory {folder}")
+    try:
+        # The run file is written atomically through a temporary file beside it: try exactly that.
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=f".{out.name}.", suffix=".check"):
+            pass
+    except OSError as exc:
+        raise UnusableInput(f"--out {out}: cannot write to {folder}: {exc.strerror or exc}") from None
+    if out.exists() and not os.access(out, os.W_OK):
+        raise UnusableInput(f"--out {out}: the file exists and is not writable")
 
 
 def _environment(nproc: int) -> dict:
@@ -35,47 +93,112 @@ def _environment(nproc: int) -> dict:
     env.setdefault("HF_HUB_OFFLINE", "1")
     # torchrun sets 1 thread per rank (and says so) when unset; share the cores out instead.
     env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // nproc)))
+    env[STEP_EVENTS_ENV] = "1"
     return env
 
 
-def launch(command: list[str], env: dict, echo) -> tuple[int, str | None]:
-    """Run `command`, echo the trainer's lines; (exit status, the first rank's error line or None)."""
+def launch(command: list[str], env: dict, line) -> tuple[int, str | None]:
+    """Run `command` in a process group of its own, pass each of the trainer's lines to `line`;
+    (exit status, the first rank's error line or None). On Ctrl-C the whole group is stopped."""
     first_error = None
     in_report = False
     with subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, bufsize=1
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+        bufsize=1,
+        start_new_session=True,  # a group of its own: stopped as one, and the terminal's Ctrl-C comes to us
     ) as process:
         assert process.stdout is not None
-        for line in process.stdout:
-            line = line.rstrip("\n")
-            if line.startswith(_TRAINER_ERROR):
-                first_error = first_error or line[len(_TRAINER_ERROR) :]
-                continue
-            # After a rank fails, torchrun prints a traceback and a report of its own: not the user's news.
-            in_report = in_report or line.startswith(("Traceback", "====="))
-            if not in_report and not _TORCHRUN_LOG.match(line):
-                echo(line)
-        status = process.wait()
+        try:
+            for text in process.stdout:
+                text = text.rstrip("\n")
+                if text.startswith(_RANK_ERROR):
+                    first_error = first_error or text[len(_ERROR_PREFIX) :]
+                    continue
+                # After a rank fails, torchrun prints a traceback and a report of its own: not the user's news.
+                in_report = in_report or text.startswith(("Traceback", "====="))
+                if not in_report and not _TORCHRUN_LOG.match(text):
+                    line(text)
+            status = process.wait()
+        except KeyboardInterrupt:
+            stop_group(process)
+            raise
     return status, first_error
+
+
+def stop_group(process: subprocess.Popen) -> None:
+    """Stop torchrun and its ranks. torchrun answers SIGTERM by stopping its ranks (each a session of its
+    own, which it signals) and exiting; whatever is still alive after the grace period is killed."""
+    started = descendants(process.pid)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGTERM)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        process.wait(timeout=STOP_GRACE_S)
+    for pid in (process.pid, *started):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below `pid`, from /proc (Linux; elsewhere none are known and torchrun's SIGTERM is all)."""
+    found, frontier = [], [pid]
+    while frontier:
+        parent = frontier.pop()
+        children = []
+        for task in Path(f"/proc/{parent}/task").glob("*/children"):
+            with contextlib.suppress(OSError):
+                children += [int(child) for child in task.read_text().split()]
+        found += children
+        frontier += children
+    return found
+
+
+def _check_nodes(nodes: dict[str, str | None]) -> None:
+    nnodes = nodes["nnodes"]
+    if nnodes is not None and not re.fullmatch(r"\d+(:\d+)?", nnodes):
+        raise UnusableInput(f"--nnodes {nnodes}: expected N or MIN:MAX, as torchrun takes it")
+    if nnodes not in (None, "1", "1:1") and nodes["rdzv_endpoint"] is None:
+        raise UnusableInput(f"--nnodes {nnodes} needs --rdzv-endpoint HOST:PORT, the same on every node")
 
 
 @click.command(
     "run", context_settings={"ignore_unknown_options": True, "help_option_names": ["-h", "--help"]}
 )
 @click.option("--preset", required=True, type=click.Choice(list(PRESETS)), help="Model preset.")
-@click.option("--nproc", default=1, show_default=True, type=click.IntRange(min=1), help="Processes (ranks).")
+@click.option(
+    "--nproc", default=1, show_default=True, type=click.IntRange(min=1), help="Processes (ranks) per node."
+)
 @click.option("--steps", type=click.IntRange(min=1), help="Optimizer steps [preset's default].")
 @click.option(
     "--out", required=True, type=click.Path(dir_okay=False, path_type=Path), help="Run file to write."
 )
+@click.option("--nnodes", help="torchrun: number of nodes, N or MIN:MAX [1, standalone].")
+@click.option("--node-rank", "node_rank", type=click.IntRange(min=0), help="torchrun: this node's rank.")
+@click.option("--rdzv-endpoint", "rdzv_endpoint", metavar="HOST:PORT", help="torchrun: the rendezvous.")
+@click.option("--rdzv-backend", "rdzv_backend", help="torchrun: rendezvous backend (c10d, static, …).")
+@click.option("--rdzv-id", "rdzv_id", help="torchrun: job id, the same on every node.")
 @click.argument("trainer_options", nargs=-1, type=click.UNPROCESSED)
-def run(preset: str, nproc: int, steps: int | None, out: Path, trainer_options: tuple[str, ...]) -> None:
+def run(
+    preset: str, nproc: int, steps: int | None, out: Path, trainer_options: tuple[str, ...], **nodes
+) -> None:
     """Train PRESET in parity mode with torchrun and record the per-step losses to a run file.
 
     Other options go to the trainer (`python -m portlayer.train --help`), e.g. `--grad-accum 2`.
     """
-    command = torchrun_command(preset, nproc, steps, out, trainer_options)
-    status, error = launch(command, _environment(nproc), click.echo)
+    _check_nodes(nodes)
+    check_trainer_arguments(trainer_arguments(preset, steps, out, trainer_options))
+    check_writable(out)
+    command = torchrun_command(preset, nproc, steps, out, trainer_options, nodes)
+    bar = StepBar(steps or get_preset(preset).default_steps, preset)
+    try:
+        status, error = launch(command, _environment(nproc), lambda text: bar.line(text, click.echo))
+    except KeyboardInterrupt:
+        bar.close()
+        raise Interrupted(f"interrupted: stopped the parity run of {preset} and its ranks") from None
+    bar.close()
     if status != 0:
         reason = error or f"torchrun exited with status {status}"
         raise click.ClickException(f"parity run of {preset} on {nproc} process(es) failed: {reason}")

@@ -16,16 +16,12 @@ import click
 
 from portlayer.backends import PROBE_ORDER
 from portlayer.errors import PortlayerError
+from portlayer.errors import fail as _fail
 
 # Which ops a step dispatches does not depend on the sequence length: a short one keeps full-size models fast.
 DEFAULT_SEQ_LEN = 128
 # portlayer.preflight.kernels.TARGETS, read without importing torch (`portlayer --help` lists this command).
 TARGETS = [backend.name for backend in PROBE_ORDER if backend.is_plugin]
-
-
-def _fail(message: str) -> None:
-    click.echo(f"portlayer: error: {message}", err=True)
-    sys.exit(2)
 
 
 @click.command("preflight")

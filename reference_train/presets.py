@@ -9,6 +9,7 @@ Tiny presets are the published architecture shrunk to 2 layers of width 64 over 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import re
@@ -201,6 +202,32 @@ def zero_dropout(config) -> list[str]:
 
     visit(config, "")
     return found
+
+
+# What parity mode's dropout-off cannot reach through the config: some model code calls
+# `nn.functional.dropout(x, p=0.1, training=self.training)` with `p` written in the source. Inside
+# `functional_dropout_off()` torch's functional dropouts (which `nn.Dropout` modules call too) return their
+# input unchanged; the patch is process-wide while the block runs and undone on exit, and the trainer holds
+# it for the whole parity run.
+_FUNCTIONAL_DROPOUTS = ("dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout")
+
+
+def _identity(input, *args, **kwargs):
+    return input
+
+
+@contextlib.contextmanager
+def functional_dropout_off():
+    import torch.nn.functional as F  # here, not at the top: the presets' names load without torch
+
+    saved = {name: getattr(F, name) for name in _FUNCTIONAL_DROPOUTS if hasattr(F, name)}
+    try:
+        for name in saved:
+            setattr(F, name, _identity)
+        yield
+    finally:
+        for name, function in saved.items():
+            setattr(F, name, function)
 
 
 def build_config(

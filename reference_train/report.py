@@ -1,6 +1,9 @@
-"""Render a `Comparison` as text: the per-step table, the run table in the published style, the verdict line."""
+"""Render a `Comparison` as text (the per-step table, the run table in the published style, the verdict
+line) or as one JSON document (`parity compare --json`)."""
 
 from __future__ import annotations
+
+import math
 
 from portlayer.train.compare import PRECISION_OF, Comparison, StepDelta, reduced_precisions
 
@@ -89,13 +92,14 @@ def _run_row(run: dict, max_error: str, first_beyond: str) -> tuple[str, ...]:
 
 
 def _peak_memory(summary: dict) -> str:
-    """The device's peak allocation; a cpu has no device allocator, so its runs show the host's peak RSS."""
+    """The device's peak allocation; a cpu has no device allocator (null in its run files, 0 in older
+    ones), so its runs show the host's peak RSS, or "—" when that is not recorded either."""
     device_peak, host_peak = summary.get("peak_memory_bytes"), summary.get("host_peak_rss_bytes")
     if device_peak:
         return f"{device_peak / 2**20:,.0f} MiB"
     if host_peak:
         return f"{host_peak / 2**20:,.0f} MiB host RSS"
-    return "n/a"
+    return "—"
 
 
 def _rate(value) -> str:
@@ -103,11 +107,14 @@ def _rate(value) -> str:
 
 
 def setting_notes(comparison: Comparison) -> list[str]:
-    """One line per setting the runs differ in: compared anyway, but the reader must know."""
-    return [
-        f"note: runs differ in {field}: baseline {baseline!r}, run {run!r}"
+    """One line per setting the runs differ in, and for steps left out or a schedule that differs: compared
+    anyway, but the reader must know."""
+    notes = [
+        f"runs differ in {field}: baseline {baseline!r}, run {run!r}"
         for field, baseline, run in comparison.setting_differences
     ]
+    notes += [note for note in (comparison.length_note, comparison.schedule_note) if note]
+    return [f"note: {note}" for note in notes]
 
 
 def verdict_line(comparison: Comparison) -> str:
@@ -125,3 +132,43 @@ def verdict_line(comparison: Comparison) -> str:
         f"DIVERGED at step {first.step} of {steps} (rel. error {first.rel_error:.1e} > rtol "
         f"{comparison.rtol:g}); {size}"
     )
+
+
+JSON_SCHEMA = "portlayer.parity.compare/1"
+
+
+def comparison_json(comparison: Comparison, baseline_path: str, run_path: str, plot: str | None) -> dict:
+    """Everything the text says, for scripts: the verdict, the worst and first failing steps, the notes
+    and every compared step. An infinite error (a NaN loss) is null: JSON has no infinity."""
+    first, worst = comparison.first_beyond, comparison.worst_step
+    baseline_steps, run_steps = comparison.lengths
+    return {
+        "schema": JSON_SCHEMA,
+        "baseline": baseline_path,
+        "run": run_path,
+        "preset": comparison.run["preset"],
+        "rtol": comparison.rtol,
+        "within_tolerance": comparison.within_tolerance,
+        "verdict": comparison.verdict,
+        "max_rel_error": _finite(worst.rel_error),
+        "worst_step": worst.step,
+        "first_step_beyond_rtol": None if first is None else first.step,
+        "steps_compared": len(comparison.steps),
+        "baseline_steps": baseline_steps,
+        "run_steps": run_steps,
+        "notes": [note.removeprefix("note: ") for note in setting_notes(comparison)],
+        "plot": plot,
+        "steps": [
+            {
+                "step": delta.step,
+                "baseline_loss": _finite(delta.baseline_loss),
+                "run_loss": _finite(delta.run_loss),
+                "rel_error": _finite(delta.rel_error),
+            }
+            for delta in comparison.steps
+        ],
+    }
+
+
+def _finite(value: float) -> float | None:
+    return value if math.isfinite(value) else None

@@ -22,11 +22,18 @@ from typing import Any
 import torch
 import torch.distributed as dist
 from portlayer.train import checkpoint, data, runfile
-from portlayer.train.parity import functional_dropout_off
-from portlayer.train.presets import DROPOUT_FIELD, Preset, build_config, build_model, read_override_file
+from portlayer.train.presets import (
+    DROPOUT_FIELD,
+    Preset,
+    build_config,
+    build_model,
+    functional_dropout_off,
+    read_override_file,
+)
+from portlayer.train.progress import STEP_EVENTS_ENV, step_event
 
 import portlayer
-from portlayer import PortlayerError
+from portlayer.errors import PortlayerError, print_error
 
 STARTUP_TIMEOUT = timedelta(minutes=30)
 PRECISIONS = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
@@ -166,6 +173,8 @@ class Logger:
         self.active = world.rank == 0 and not options.quiet
         self.every = options.log_every
         self.bar = None
+        # Under `portlayer parity run` the launcher draws the bar from one line per step (progress.py).
+        self.step_events = self.active and bool(os.environ.get(STEP_EVENTS_ENV))
         if self.active and sys.stderr.isatty():
             from tqdm import tqdm
 
@@ -182,6 +191,8 @@ class Logger:
             print(message, flush=True)
 
     def step(self, record: dict, steps: int) -> None:
+        if self.step_events:
+            print(step_event(record["step"], record["loss"]), flush=True)
         if self.bar is not None:
             self.bar.update(1)
             self.bar.set_postfix(loss=f"{record['loss']:.4f}")
@@ -204,11 +215,7 @@ def inject_fault(options: Options, world: World, step: int) -> None:
     if step != at_step or world.rank != at_rank:
         return
     if kind == "exit":
-        print(
-            f"portlayer.train: rank {world.rank}: injected fault: exiting at step {step}",
-            file=sys.stderr,
-            flush=True,
-        )
+        print_error(f"rank {world.rank}: injected fault: exiting at step {step}")
         os._exit(1)  # like a kill: no cleanup, no goodbye to the other ranks
     time.sleep(3600)  # "hang": the others must time out in their next collective
 
@@ -299,10 +306,56 @@ def train(options: Options) -> dict | None:
 
 
 def _train(options: Options, world: World, device: torch.device) -> dict | None:
-    preset = options.preset
+    """The job, step by step: model, data, the DDP wrapper, optimizer (resumed if asked), the loop,
+    evaluation, and on rank 0 the run record."""
+    model, zeroed, init_checksum = _build_model(options, device)
+    blocks = data.load_blocks(options.preset.task, options.seq_len, options.data)
+    model, core = _distribute(model, world, device, options)
+    _check_vocabulary(core, blocks)
+    order = data.Order(len(blocks.train), options.seed)
+    training = TrainingStep.build(options, world, device, model, blocks, order)
+    experiment = config_hash(core.config, options)
+    records, start, resumed_from = _resume(options, world, core, training, experiment)
+
+    log = Logger(world, options, start)
+    if resumed_from is not None:
+        log.info(f"resumed from {resumed_from} at step {start}")
+    model.train()
+    for step in range(start, options.steps + 1):
+        records.append(_step(training, step, device))
+        log.step(records[-1], options.steps)
+        if options.checkpoint_dir and options.save_every and step % options.save_every == 0:
+            _save_checkpoint(options, world, core, training, records, step, experiment)
+    log.close()
+
+    eval_loss = evaluate(model, blocks, world, device, options)
+    (host_peak,) = world.all_reduce([host_peak_rss_bytes()], op=dist.ReduceOp.MAX)
+    if world.rank != 0:
+        return None
+    identity = {
+        "config_hash": experiment,
+        "data_checksum": data_checksum(blocks, order, options.steps * _global_batch(options, world)),
+        "init_weights_checksum": init_checksum,
+        "dropout_fields_zeroed": zeroed,
+    }
+    run = _run_record(options, world, device, records, identity, eval_loss, host_peak)
+    log.info(
+        f"{options.preset.name}: loss {records[0]['loss']:.4f} -> {records[-1]['loss']:.4f} in {options.steps}"
+        f" steps, eval loss {eval_loss:.4f} (perplexity {run['summary']['perplexity']:.2f}), "
+        f"{run['summary']['tokens_per_s']:,.0f} tok/s"
+    )
+    if options.out:
+        runfile.write_run(options.out, run)
+        log.info(f"wrote {options.out}")
+    return run
+
+
+def _build_model(options: Options, device: torch.device) -> tuple[torch.nn.Module, list[str], str]:
+    """The preset's model with its config overrides, initialised on the cpu from the seed and moved to the
+    device; with the dropout fields parity zeroed and the checksum of the initial weights."""
     overrides = read_override_file(options.override_config) if options.override_config else None
     config, zeroed = build_config(
-        preset,
+        options.preset,
         parity=options.parity and not options.keep_dropout,
         config_overrides=overrides,
         model_name_or_path=options.model_name_or_path,
@@ -310,7 +363,7 @@ def _train(options: Options, world: World, device: torch.device) -> dict | None:
         override_source=f"--override-config {options.override_config}",
     )
     model = build_model(
-        preset,
+        options.preset,
         seed=options.seed,
         parity=options.parity,
         model_name_or_path=options.model_name_or_path,
@@ -318,91 +371,105 @@ def _train(options: Options, world: World, device: torch.device) -> dict | None:
         config=config,
     )
     init_checksum = sha256_tensors(model.state_dict().items())
-    model.to(device)
-    blocks = data.load_blocks(preset.task, options.seq_len, options.data)
-    if world.distributed:
-        world.barrier()  # every rank is ready: from here on a silent rank is a failure
-        world.group = dist.new_group(timeout=timedelta(seconds=options.timeout_s))
-        model = torch.nn.parallel.DistributedDataParallel(
-            model, device_ids=portlayer.ddp_device_ids(device), process_group=world.group
-        )
-    core = model.module if world.distributed else model
+    return model.to(device), zeroed, init_checksum
+
+
+def _distribute(model, world: World, device: torch.device, options: Options):
+    """(the model to train, DDP-wrapped when distributed; the bare model underneath)."""
+    if not world.distributed:
+        return model, model
+    world.barrier()  # every rank is ready: from here on a silent rank is a failure
+    world.group = dist.new_group(timeout=timedelta(seconds=options.timeout_s))
+    wrapped = torch.nn.parallel.DistributedDataParallel(
+        model, device_ids=portlayer.ddp_device_ids(device), process_group=world.group
+    )
+    return wrapped, model
+
+
+def _check_vocabulary(core, blocks: data.Blocks) -> None:
     vocab = core.config.vocab_size
     if len(blocks.tokenizer) > vocab:
         raise PortlayerError(
             f"the tokenizer has {len(blocks.tokenizer)} tokens but the model's vocabulary {vocab}"
         )
-    order = data.Order(len(blocks.train), options.seed)
-    micro = options.per_device_batch
-    global_batch = micro * world.size * options.grad_accum
 
-    training = TrainingStep.build(options, world, device, model, blocks, order)
-    optimizer, scheduler, scaler = training.optimizer, training.scheduler, training.scaler
-    experiment = config_hash(core.config, options)
 
-    records: list[dict] = []
-    start = 1
+def _resume(options: Options, world: World, core, training: TrainingStep, experiment: str):
+    """(records so far, the first step to run, the checkpoint resumed from or None)."""
     resume_from = (
         checkpoint.latest(options.checkpoint_dir) if options.resume and options.checkpoint_dir else None
     )
-    if resume_from is not None:
-        state = checkpoint.load(resume_from, world.rank)
-        if state["config_hash"] != experiment or state["world_size"] != world.size:
-            raise PortlayerError(
-                f"{resume_from}: saved by a different experiment or world size; not resuming"
-            )
-        core.load_state_dict(state["model"])
-        optimizer.load_state_dict(state["optimizer"])
-        scheduler.load_state_dict(state["scheduler"])
-        scaler.load_state_dict(state["scaler"])
-        records = state["records"]
-        start = state["step"] + 1
+    if resume_from is None:
+        return [], 1, None
+    state = checkpoint.load(resume_from, world.rank)
+    if state["config_hash"] != experiment or state["world_size"] != world.size:
+        raise PortlayerError(f"{resume_from}: saved by a different experiment or world size; not resuming")
+    core.load_state_dict(state["model"])
+    training.optimizer.load_state_dict(state["optimizer"])
+    training.scheduler.load_state_dict(state["scheduler"])
+    training.scaler.load_state_dict(state["scaler"])
+    return state["records"], state["step"] + 1, resume_from
 
-    log = Logger(world, options, start)
-    if resume_from is not None:
-        log.info(f"resumed from {resume_from} at step {start}")
-    model.train()
-    for step in range(start, options.steps + 1):
-        inject_fault(options, world, step)
-        lr = scheduler.get_last_lr()[0]
-        began = time.perf_counter()
-        loss_sum, tokens = training(step)
-        portlayer.synchronize()
-        elapsed = time.perf_counter() - began
-        mean_loss, all_tokens = world.all_reduce([loss_sum / options.grad_accum, tokens])
+
+def _step(training: TrainingStep, step: int, device: torch.device) -> dict:
+    """Run optimizer step `step`, timed, and return its record: loss averaged over ranks, tokens/s, peak
+    device memory (None where the backend has no device allocator to ask: the cpu)."""
+    options, world = training.options, training.world
+    inject_fault(options, world, step)
+    lr = training.scheduler.get_last_lr()[0]
+    began = time.perf_counter()
+    loss_sum, tokens = training(step)
+    portlayer.synchronize()
+    elapsed = time.perf_counter() - began
+    mean_loss, all_tokens = world.all_reduce([loss_sum / options.grad_accum, tokens])
+    peak = None
+    if portlayer.backend().is_accelerator:
         (peak,) = world.all_reduce([portlayer.max_memory_allocated(device)], op=dist.ReduceOp.MAX)
-        record = {
-            "step": step,
-            "loss": mean_loss / world.size,
-            "tokens_per_s": all_tokens / elapsed,
-            "peak_memory_bytes": int(peak),
-            "lr": lr,
-            "seconds": elapsed,
-        }
-        records.append(record)
-        log.step(record, options.steps)
-        if options.checkpoint_dir and options.save_every and step % options.save_every == 0:
-            state = {
-                "model": core.state_dict(),
-                "optimizer": optimizer.state_dict(),
-                "scheduler": scheduler.state_dict(),
-                "scaler": scaler.state_dict(),
-                "records": records,
-                "step": step,
-                "config_hash": experiment,
-                "world_size": world.size,
-            }
-            checkpoint.save(options.checkpoint_dir, step, world.rank, state, world.barrier)
-    log.close()
+    return {
+        "step": step,
+        "loss": mean_loss / world.size,
+        "tokens_per_s": all_tokens / elapsed,
+        "peak_memory_bytes": None if peak is None else int(peak),
+        "lr": lr,
+        "seconds": elapsed,
+    }
 
-    eval_loss = evaluate(model, blocks, world, device, options)
-    (host_peak,) = world.all_reduce([host_peak_rss_bytes()], op=dist.ReduceOp.MAX)
-    if world.rank != 0:
-        return None
+
+def _save_checkpoint(
+    options: Options, world: World, core, training: TrainingStep, records: list, step: int, experiment: str
+) -> None:
+    state = {
+        "model": core.state_dict(),
+        "optimizer": training.optimizer.state_dict(),
+        "scheduler": training.scheduler.state_dict(),
+        "scaler": training.scaler.state_dict(),
+        "records": records,
+        "step": step,
+        "config_hash": experiment,
+        "world_size": world.size,
+    }
+    checkpoint.save(options.checkpoint_dir, step, world.rank, state, world.barrier)
+
+
+def _global_batch(options: Options, world: World) -> int:
+    return options.per_device_batch * world.size * options.grad_accum
+
+
+def _run_record(
+    options: Options,
+    world: World,
+    device: torch.device,
+    records: list[dict],
+    identity: dict,
+    eval_loss: float,
+    host_peak: float,
+) -> dict:
+    """The run file's content (runfile.py); `identity` holds the experiment's hash and checksums."""
     timed = records[1:] or records  # the first step pays for warm-up (allocations, kernel selection)
-    run = {
+    peaks = [r["peak_memory_bytes"] for r in records if r["peak_memory_bytes"] is not None]
+    return {
         "schema": runfile.SCHEMA,
-        "preset": preset.name,
+        "preset": options.preset.name,
         "metadata": {
             "backend": portlayer.backend().name,
             "device_type": portlayer.device_type(),
@@ -411,9 +478,9 @@ def _train(options: Options, world: World, device: torch.device) -> dict | None:
             "transformers": __import__("transformers").__version__,
             "vendor": vendor_info(),
             "world_size": world.size,
-            "per_device_batch": micro,
+            "per_device_batch": options.per_device_batch,
             "grad_accum": options.grad_accum,
-            "global_batch": global_batch,
+            "global_batch": _global_batch(options, world),
             "seq_len": options.seq_len,
             "steps": options.steps,
             "lr": options.lr,
@@ -423,10 +490,7 @@ def _train(options: Options, world: World, device: torch.device) -> dict | None:
             "deterministic": torch.are_deterministic_algorithms_enabled(),
             "seed": options.seed,
             "parity": options.parity,
-            "config_hash": experiment,
-            "data_checksum": data_checksum(blocks, order, options.steps * global_batch),
-            "init_weights_checksum": init_checksum,
-            "dropout_fields_zeroed": zeroed,
+            **identity,
             "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "command": options.command,
             "model_name_or_path": options.model_name_or_path,
@@ -436,22 +500,14 @@ def _train(options: Options, world: World, device: torch.device) -> dict | None:
         "summary": {
             "tokens_per_s": sum(r["tokens_per_s"] * r["seconds"] for r in timed)
             / sum(r["seconds"] for r in timed),
-            "peak_memory_bytes": max(r["peak_memory_bytes"] for r in records),
+            # None on the cpu, which has no device allocator; host_peak_rss_bytes stands in there.
+            "peak_memory_bytes": max(peaks) if peaks else None,
             "eval_loss": eval_loss,
             "perplexity": math.exp(eval_loss) if eval_loss < 700 else math.inf,
-            # The cpu has no device allocator to ask: the most resident memory of any rank's process.
+            # The most resident memory of any rank's process.
             "host_peak_rss_bytes": int(host_peak),
         },
     }
-    log.info(
-        f"{preset.name}: loss {records[0]['loss']:.4f} -> {records[-1]['loss']:.4f} in {options.steps} steps, "
-        f"eval loss {eval_loss:.4f} (perplexity {run['summary']['perplexity']:.2f}), "
-        f"{run['summary']['tokens_per_s']:,.0f} tok/s"
-    )
-    if options.out:
-        runfile.write_run(options.out, run)
-        log.info(f"wrote {options.out}")
-    return run
 
 
 @torch.no_grad()

@@ -11,7 +11,6 @@ be loaded is one clear error naming its entry point, not a backend that silently
 
 from __future__ import annotations
 
-import sys
 from importlib import metadata
 
 from portlayer.backends.base import Backend
@@ -21,9 +20,7 @@ GROUP = "portlayer.backends"
 
 
 def _entry_points() -> list[metadata.EntryPoint]:
-    if sys.version_info >= (3, 10):
-        return list(metadata.entry_points(group=GROUP))
-    return list(metadata.entry_points().get(GROUP, ()))  # pragma: no cover
+    return list(metadata.entry_points(group=GROUP))
 
 
 def load() -> tuple[Backend, ...]:

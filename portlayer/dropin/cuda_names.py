@@ -11,7 +11,8 @@ retargeting twice changes nothing.
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 

@@ -24,6 +24,7 @@ from pathlib import Path
 import yaml
 
 from portlayer.atomic import write_atomic
+from portlayer.errors import print_error
 from portlayer.preflight.kernels import OPLISTS, canonical_op_name, format_kernel_list
 
 _YAML_IN_WHEEL = re.compile(r"(^|/)npu_native_functions[^/]*\.ya?ml$")
@@ -87,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError("pass --version: it cannot be read from yaml files")
         ops = ops_from_yaml(texts)
     except (OSError, ValueError, zipfile.BadZipFile, yaml.YAMLError) as exc:
-        print(f"extract_npu_ops: error: {exc}", file=sys.stderr)
+        print_error(exc, prog="extract_npu_ops")
         return 2
     output = args.output or OPLISTS / f"npu-{version}.txt"
     header = {

@@ -11,6 +11,6 @@ from portlayer.train.locate.dump import Dump, DumpError, collect
 from portlayer.train.locate.dump import read as read_dump
 from portlayer.train.locate.dump import write as write_dump
 from portlayer.train.locate.oracle import locate
-from portlayer.train.locate.report import Comparison
+from portlayer.train.locate.report import LocateReport
 
-__all__ = ["Comparison", "Dump", "DumpError", "collect", "diff", "locate", "read_dump", "write_dump"]
+__all__ = ["Dump", "DumpError", "LocateReport", "collect", "diff", "locate", "read_dump", "write_dump"]

@@ -13,11 +13,7 @@ from portlayer.train.locate.dump import DumpError
 from portlayer.train.locate.sides import parse_dtype
 from portlayer.train.locate.source import ModelUnavailable, from_factory, from_preset
 
-
-class Unusable(click.ClickException):
-    """Bad input: one line on stderr, exit status 2."""
-
-    exit_code = 2
+from portlayer.cli import UnusableInput
 
 
 def _dtype(ctx, param, value):
@@ -55,7 +51,7 @@ def model_options(command):
 
 def _load(preset, factory, batch_size, seq_len, seed):
     if (preset is None) == (factory is None):
-        raise Unusable("give exactly one of --preset and --model")
+        raise UnusableInput("give exactly one of --preset and --model")
     try:
         if preset is not None:
             model, batch = from_preset(preset, batch_size=batch_size, seq_len=seq_len, seed=seed)
@@ -64,12 +60,12 @@ def _load(preset, factory, batch_size, seq_len, seed):
         # The model's class names a user model in the dump: the factory's path may differ per machine.
         return model, batch, type(model).__name__
     except ModelUnavailable as exc:
-        raise Unusable(str(exc)) from None
+        raise UnusableInput(str(exc)) from None
 
 
-def _finish(comparison, quiet: bool) -> None:
-    click.echo(comparison.summary() if quiet else comparison.render())
-    raise SystemExit(1 if comparison.diverged else 0)
+def _finish(report, quiet: bool) -> None:
+    click.echo(report.summary() if quiet else report.render())
+    raise SystemExit(1 if report.diverged else 0)
 
 
 @click.command()
@@ -85,7 +81,7 @@ def locate(preset, factory, batch_size, seq_len, seed, dtype, tol, quiet):
     try:
         comparison = run_locate(model, batch, dtype=dtype, tolerance=tol)
     except NoLossError as exc:
-        raise Unusable(str(exc)) from None
+        raise UnusableInput(str(exc)) from None
     _finish(comparison, quiet)
 
 
@@ -105,11 +101,11 @@ def dump(preset, factory, batch_size, seq_len, seed, dtype, out, full):
 
     model, batch, name = _load(preset, factory, batch_size, seq_len, seed)
     if not out.parent.is_dir():
-        raise Unusable(f"{out.parent}: no such directory")
+        raise UnusableInput(f"{out.parent}: no such directory")
     try:
         collected = dumps.collect(model, batch, dtype=dtype, full=full, model_name=name)
     except NoLossError as exc:
-        raise Unusable(str(exc)) from None
+        raise UnusableInput(str(exc)) from None
     files = dumps.write(collected, out)
     size = sum(f.stat().st_size for f in files)
     click.echo(
@@ -133,5 +129,5 @@ def diff(a, b, tol, quiet):
     try:
         comparison = run_diff(dumps.read(a), dumps.read(b), tolerance=tol)
     except DumpError as exc:
-        raise Unusable(str(exc)) from None
+        raise UnusableInput(str(exc)) from None
     _finish(comparison, quiet)

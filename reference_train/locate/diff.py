@@ -15,7 +15,7 @@ import torch
 from portlayer.train.locate.dump import Dump, DumpedCall, DumpError
 from portlayer.train.locate.error import Error, compare, compare_each, compare_flat
 from portlayer.train.locate.oracle import default_tolerance as dtype_tolerance
-from portlayer.train.locate.report import Comparison, Row
+from portlayer.train.locate.report import LocateReport, Row
 from portlayer.train.locate.stats import Stats
 
 # How much more than its inputs a module's outputs must diverge before the divergence is its own. Correct
@@ -38,7 +38,7 @@ def check_comparable(a: Dump, b: Dump) -> None:
         raise DumpError("dumps share no module: not the same model")
 
 
-def diff(a: Dump, b: Dump, *, tolerance: float | None = None) -> Comparison:
+def diff(a: Dump, b: Dump, *, tolerance: float | None = None) -> LocateReport:
     """Compare dump `b` against the reference dump `a`."""
     check_comparable(a, b)
     tolerance = default_tolerance(a, b) if tolerance is None else tolerance
@@ -48,7 +48,7 @@ def diff(a: Dump, b: Dump, *, tolerance: float | None = None) -> Comparison:
         Row(call.key, call.module_type, 0, None, Error.unusable(), None, None, note="only in B")
         for call in b_calls.values()
     ]
-    return Comparison(
+    return LocateReport(
         sides=[("A", a.side), ("B", b.side)],
         losses=[float(a.meta["loss"]), float(b.meta["loss"])],
         tolerance=tolerance,

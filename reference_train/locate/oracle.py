@@ -15,7 +15,7 @@ from typing import Any
 import torch
 from portlayer.train.locate.capture import Call, trace
 from portlayer.train.locate.error import Error, compare, compare_each
-from portlayer.train.locate.report import Comparison, Row
+from portlayer.train.locate.report import LocateReport, Row
 from portlayer.train.locate.sides import Side
 from portlayer.train.locate.tree import float_leaves, tree_map
 from torch import nn
@@ -68,7 +68,7 @@ def locate(
     dtype: torch.dtype | None = None,
     tolerance: float | None = None,
     loss_fn: Callable[[Any], torch.Tensor] | None = None,
-) -> Comparison:
+) -> LocateReport:
     """Compare one forward and backward of `model` on `batch` on `device` (default: portlayer's active
     device) in `dtype` (default: the model's) with the float64 cpu oracle; name the module to blame.
 
@@ -117,7 +117,7 @@ def locate(
             Row(call.key, call.module_type, 0, None, Error.unusable(), None, None, note="device only")
         )
 
-    return Comparison(
+    return LocateReport(
         sides=[("oracle", Side.active(cpu, ORACLE_DTYPE)), ("device", Side.active(device, dtype))],
         losses=[float(ref.loss), float(dev.loss)],
         tolerance=tolerance,

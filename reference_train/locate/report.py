@@ -88,7 +88,7 @@ def render(rows: list[Row], culprit: int | None, own_header: str) -> str:
 
 
 @dataclass
-class Comparison:
+class LocateReport:
     """The outcome of `locate` (device vs oracle) or `diff` (dump A vs dump B)."""
 
     sides: list[tuple[str, Side]]  # (label, side); the first is the reference

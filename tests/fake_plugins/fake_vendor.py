@@ -96,7 +96,7 @@ def install(plugin: types.ModuleType, device_type: str, collective: str, device_
     setattr(plugin, device_type, module)
     sys.modules[module.__name__] = module
 
-    # The three registrations DESIGN.md names, as the real plugins make them.
+    # The three registrations a vendor plugin makes (README.md "Tests"), as the real plugins make them.
     torch.utils.rename_privateuse1_backend(device_type)
     torch._register_device_module(device_type, module)
     dist.Backend.register_backend(

@@ -110,9 +110,40 @@ def test_the_compared_fields_include_the_issue_list():
     assert "world_size" not in COMPARABLE_FIELDS
 
 
-def test_a_different_step_count_is_refused(make_run):
-    with pytest.raises(IncomparableRuns, match="step count: baseline 6, run 4"):
-        compare_runs(make_run(), make_run(losses=[10.8, 10.1, 9.7, 9.4]))
+def test_a_shorter_run_is_compared_over_the_common_steps_and_says_so(make_run):
+    # A shorter run consumes fewer samples, so its data checksum differs by construction: not the cause.
+    short = make_run(losses=[10.8, 10.1, 9.7, 9.4], data_checksum="da7a-first-4-steps")
+    comparison = compare_runs(make_run(), short)
+    assert [delta.step for delta in comparison.steps] == [1, 2, 3, 4]
+    assert comparison.within_tolerance
+    assert comparison.length_note.startswith("compared the first 4 steps: the baseline has 6, the run 4")
+
+
+def test_runs_of_one_length_have_no_length_note(make_run):
+    assert compare_runs(make_run(), make_run()).length_note is None
+
+
+def test_a_shorter_run_must_still_read_the_same_data(make_run):
+    short = make_run(losses=[10.8, 10.1, 9.7, 9.4], data_checksum="other", seed=1)
+    with pytest.raises(IncomparableRuns, match="runs differ in seed: baseline 0, run 1"):
+        compare_runs(make_run(), short)
+
+
+def test_steps_requires_that_length_of_both_runs(make_run):
+    short = make_run(losses=[10.8, 10.1, 9.7, 9.4])
+    with pytest.raises(IncomparableRuns, match="--steps 5: the run has only 4 steps"):
+        compare_runs(make_run(), short, steps=5)
+    assert len(compare_runs(make_run(), short, steps=3).steps) == 3
+
+
+def test_a_schedule_of_another_length_is_named_where_the_learning_rates_part(make_run):
+    baseline, run = make_run(), make_run(steps=6)
+    for entry in run["steps"][2:]:
+        entry["lr"] = 9e-4
+    run["metadata"]["steps"] = 6
+    comparison = compare_runs(baseline, run)
+    assert comparison.schedule_note.startswith("the learning rate differs from step 3 (baseline 0.001, run 0.0009)")
+    assert compare_runs(baseline, make_run()).schedule_note is None
 
 
 @pytest.mark.parametrize(

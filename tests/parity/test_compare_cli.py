@@ -86,10 +86,47 @@ def test_a_mismatched_preset_exits_2(make_run, write_run):
     assert_one_line_refusal(result, "runs differ in preset", "bert-base-uncased-tiny")
 
 
-def test_a_different_step_count_exits_2(make_run, write_run):
-    short = make_run(losses=[10.8, 10.1])
+def test_a_shorter_run_is_compared_over_the_common_steps(make_run, write_run):
+    short = make_run(losses=[10.8, 10.1], data_checksum="first-2-steps")
     result = compare(write_run(make_run(), "base.json"), write_run(short, "run.json"))
-    assert_one_line_refusal(result, "step count")
+    assert result.exit_code == 0, result.output
+    assert "note: compared the first 2 steps: the baseline has 6, the run 2" in result.output
+    assert result.output.strip().splitlines()[-1].startswith("parity OK: 2 steps within rtol")
+
+
+def test_steps_beyond_a_runs_length_exits_2(make_run, write_run):
+    short = make_run(losses=[10.8, 10.1])
+    result = compare(write_run(make_run(), "base.json"), write_run(short, "run.json"), "--steps", "3")
+    assert_one_line_refusal(result, "--steps 3: the run has only 2 steps")
+
+
+def test_json_output_carries_the_verdict_and_every_step(make_run, perturbed, write_run, tmp_path):
+    run = perturbed(make_run(), {3: 2e-5})
+    base_path, run_path = write_run(make_run(), "base.json"), write_run(run, "run.json")
+    plot = tmp_path / "p.png"
+    result = compare(base_path, run_path, "--json", "--steps", "5", "--plot", str(plot))
+    assert result.exit_code == 1, result.output
+    report = json.loads(result.output)  # nothing but the document on stdout
+    assert report["schema"] == "portlayer.parity.compare/1"
+    assert (report["baseline"], report["run"], report["plot"]) == (base_path, run_path, str(plot))
+    assert plot.exists()
+    assert report["within_tolerance"] is False
+    assert report["first_step_beyond_rtol"] == 3 and report["worst_step"] == 3
+    assert report["max_rel_error"] == pytest.approx(2e-5)
+    assert (report["steps_compared"], report["baseline_steps"], report["run_steps"]) == (5, 6, 6)
+    assert report["notes"] == ["compared the first 5 of the 6 steps both runs have"]
+    assert [entry["step"] for entry in report["steps"]] == [1, 2, 3, 4, 5]
+    assert report["steps"][2]["run_loss"] == pytest.approx(9.7 * (1 + 2e-5))
+
+
+def test_json_writes_a_nan_loss_as_null(make_run, write_run):
+    run = make_run()
+    run["steps"][1]["loss"] = float("nan")
+    result = compare(write_run(make_run(), "base.json"), write_run(run, "run.json"), "--json")
+    assert result.exit_code == 1
+    report = json.loads(result.output)
+    assert report["steps"][1]["run_loss"] is None and report["steps"][1]["rel_error"] is None
+    assert report["max_rel_error"] is None
 
 
 def test_a_missing_file_exits_2(make_run, write_run, tmp_path):
@@ -146,6 +183,15 @@ def test_the_table_shows_a_cpu_runs_host_memory(make_run, write_run):
     rows = [line for line in result.output.splitlines() if line.startswith("| gpt2-tiny")]
     assert "| 512 MiB host RSS |" in rows[0]
     assert "| 200 MiB " in rows[1]
+
+
+def test_memory_recorded_nowhere_is_a_dash_not_zero(make_run, write_run):
+    cpu = make_run()
+    cpu["summary"]["peak_memory_bytes"] = None  # a cpu run: no device allocator, and no host RSS recorded
+    result = compare(write_run(cpu, "base.json"), write_run(make_run(), "run.json"))
+    row = [line for line in result.output.splitlines() if line.startswith("| gpt2-tiny")][0]
+    cells = [cell.strip() for cell in row.strip("|").split("|")]
+    assert cells[5] == "—"
 
 
 def test_a_tf32_sized_error_neither_run_recorded_gets_a_hint(make_run, perturbed, write_run):

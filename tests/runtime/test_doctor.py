@@ -1,4 +1,5 @@
 import json
+import platform
 
 import pytest
 from click.testing import CliRunner
@@ -27,6 +28,9 @@ def test_doctor_json_reports_backend_devices_versions_collective_and_a_live_chec
         "npu", "musa", "mlu", "hpu", "sdaa", "supa", "xpu", "cuda", "mps", "cpu"
     ]
     assert report["torch"] == torch.__version__
+    assert report["portlayer"] == portlayer.__version__
+    assert report["python"].startswith(platform.python_version())
+    assert report["os"] == platform.platform()
     assert report["collective"] == {"name": "gloo", "built": True}
     assert report["visible_devices"] == {"env": "CUDA_VISIBLE_DEVICES", "value": "0"}
     assert len(report["devices"]) == 1 and report["devices"][0]["name"]
@@ -34,10 +38,39 @@ def test_doctor_json_reports_backend_devices_versions_collective_and_a_live_chec
     assert report["check"]["max_abs_error"] < 1e-3
 
 
-def test_doctor_text_is_one_line_per_fact():
+def test_doctor_text_is_a_fenced_block_one_line_per_fact_versions_first():
     result = CliRunner().invoke(cli, ["doctor", "--no-check"])
     assert result.exit_code == 0
-    labels = [line.split()[0] for line in result.output.splitlines()]
-    assert labels[:2] == ["backend", "probed"]
-    assert {"devices", "torch", "vendor", "collective", "visible"} <= set(labels)
+    lines = result.output.splitlines()
+    assert lines[0] == "```text" and lines[-1] == "```"  # pastes into an issue as it looks here
+    facts = dict(line.split(None, 1) for line in lines[1:-1])
+    labels = list(facts)
+    assert labels[:7] == ["portlayer", "python", "os", "torch", "transformers", "backend", "probed"]
+    assert {"devices", "vendor", "collective", "visible"} <= set(labels)
     assert "check" not in labels
+    import sys
+
+    import torch
+    import transformers
+
+    assert facts["portlayer"] == portlayer.__version__
+    assert facts["python"].startswith(".".join(map(str, sys.version_info[:3])) + " (")
+    assert facts["torch"] == torch.__version__
+    assert facts["transformers"] == transformers.__version__
+
+
+def test_doctor_says_when_transformers_is_not_installed(monkeypatch):
+    from importlib import metadata
+
+    real_version = metadata.version
+
+    def version(name):
+        if name == "transformers":
+            raise metadata.PackageNotFoundError(name)
+        return real_version(name)
+
+    monkeypatch.setattr(metadata, "version", version)
+    monkeypatch.delitem(__import__("sys").modules, "transformers", raising=False)
+    json_report = json.loads(CliRunner().invoke(cli, ["doctor", "--json", "--no-check"]).output)
+    assert json_report["transformers"] is None
+    assert "transformers not installed" in CliRunner().invoke(cli, ["doctor", "--no-check"]).output

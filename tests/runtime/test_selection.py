@@ -83,3 +83,17 @@ def test_bad_arguments_are_one_line_and_exit_2(argv, message, capsys):
         main(argv)
     assert exit_.value.code == 2
     assert capsys.readouterr().err == message
+
+
+@pytest.mark.parametrize(
+    ("argv", "usage"), [([], "Usage: portlayer [OPTIONS]"), (["parity"], "Usage: portlayer parity")]
+)
+def test_a_bare_command_prints_its_usage_not_an_error_line(argv, usage, capsys):
+    from portlayer.cli import main
+
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    assert exit_.value.code == 2  # as ruff and click: usage shown because arguments were missing
+    err = capsys.readouterr().err
+    assert err.startswith(usage) and "\nCommands:\n" in err
+    assert "error:" not in err

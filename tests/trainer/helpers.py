@@ -9,7 +9,7 @@ from portlayer.train.compare import DEFAULT_RTOL, compare_runs
 
 BASELINES = Path(__file__).resolve().parents[2] / "reference_train" / "baselines"
 TINY_PRESETS = ("gpt2-tiny", "bert-base-uncased-tiny", "mixtral-8x7b-tiny")
-# cpu fp32 runs agree to ~1e-7 across hosts, thread counts and torch versions (DESIGN, parity notes).
+# cpu fp32 runs agree to ~1e-7 across hosts, thread counts and torch versions (docs/parity.md, "Tolerance and what an error means").
 RTOL = DEFAULT_RTOL
 
 

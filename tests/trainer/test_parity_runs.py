@@ -79,6 +79,6 @@ def test_a_stuck_rank_ends_the_job_with_a_timeout_error(tmp_path):
     )
     assert result.exit_code == 1
     assert result.output.strip().splitlines()[-1] == (
-        "Error: parity run of gpt2-tiny on 2 process(es) failed: rank 0: error: "
+        "Error: parity run of gpt2-tiny on 2 process(es) failed: rank 0: "
         "a collective timed out after 5 s: another rank is stuck or gone"
     )

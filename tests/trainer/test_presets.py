@@ -3,12 +3,12 @@ import json
 import pytest
 import torch
 from portlayer.train import data
-from portlayer.train.parity import functional_dropout_off
 from portlayer.train.presets import (
     PRESETS,
     build_config,
     build_model,
     example_batch,
+    functional_dropout_off,
     get_preset,
     read_override_file,
     zero_dropout,

@@ -87,3 +87,9 @@ def test_tokens_per_second_counts_the_tokens_processed():
     for step in run["steps"]:
         assert step["tokens_per_s"] > 0 and tokens_per_step / step["tokens_per_s"] < 60  # seconds per step
     assert run["summary"]["host_peak_rss_bytes"] > 50 * 2**20
+
+
+def test_the_cpu_records_no_device_memory_rather_than_zero():
+    run = train(gpt2_tiny_like_baseline(steps=2))
+    assert [step["peak_memory_bytes"] for step in run["steps"]] == [None, None]
+    assert run["summary"]["peak_memory_bytes"] is None

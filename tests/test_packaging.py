@@ -1,0 +1,78 @@
+"""The distribution's metadata: license, classifiers, extras, and what `make` installs for each job."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from importlib import metadata
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_the_license_file_is_the_apache_2_text_and_ships_with_the_metadata():
+    text = (ROOT / "LICENSE").read_text()
+    assert text.split()[:4] == ["Apache", "License", "Version", "2.0,"]
+    for section in ("1. Definitions.", "4. Redistribution.", "9. Accepting Warranty or Additional Liability."):
+        assert section in text
+    assert "END OF TERMS AND CONDITIONS" in text
+    installed = metadata.metadata("portlayer")
+    assert installed["License-Expression"] == "Apache-2.0"
+    assert installed.get_all("License-File") == ["LICENSE"]
+
+
+def test_the_build_backend_is_new_enough_for_a_license_expression():
+    # PEP 639 license expressions (`license = "Apache-2.0"`) are accepted from setuptools 77 on.
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    floor = re.search(r'^requires = \["setuptools>=(\d+)', pyproject, re.MULTILINE)
+    assert floor and int(floor.group(1)) >= 77
+
+
+def test_classifiers_say_what_it_is_and_no_license_classifier_duplicates_the_expression():
+    classifiers = metadata.metadata("portlayer").get_all("Classifier")
+    assert "Topic :: Scientific/Engineering :: Artificial Intelligence" in classifiers
+    assert "Intended Audience :: Developers" in classifiers
+    assert not [c for c in classifiers if c.startswith("License ::")]
+
+
+def _requirements() -> dict[str, set[str]]:
+    """extra ('' for the core) -> the distribution names it requires."""
+    extras: dict[str, set[str]] = {}
+    for requirement in metadata.requires("portlayer"):
+        name = re.match(r"[A-Za-z0-9_.-]+", requirement).group(0)
+        extra = re.search(r'extra == "([^"]+)"', requirement)
+        extras.setdefault(extra.group(1) if extra else "", set()).add(name)
+    return extras
+
+
+def test_accelerate_comes_with_the_bench_extra_only():
+    extras = _requirements()
+    assert extras["bench"] == {"accelerate"}
+    assert "accelerate" not in extras["train"]
+
+
+def test_every_dependency_is_pinned_in_the_constraints():
+    pinned = {
+        line.split("==")[0].lower().replace("_", "-")
+        for line in (ROOT / "constraints.txt").read_text().splitlines()
+        if "==" in line
+    }
+    wanted = {
+        name.lower().replace("_", "-")
+        for extra, names in _requirements().items()
+        if extra != "npu"  # the Ascend plugin needs CANN on the host: never installed by make
+        for name in names
+    }
+    assert wanted - pinned == set()
+
+
+def test_make_bench_installs_the_bench_extra_and_make_venv_does_not(tmp_path):
+    def planned(target: str) -> str:
+        # -n: print the commands without running them, for a virtualenv that does not exist yet.
+        return subprocess.run(
+            ["make", "-n", target, f"VENV={tmp_path / 'venv'}"], cwd=ROOT, capture_output=True, text=True, check=True
+        ).stdout
+
+    assert "-c constraints.txt -e '.[migrate,train,dev,bench]'" in planned("bench")
+    venv = planned("venv")
+    assert "-c constraints.txt -e '.[migrate,train,dev]'" in venv and "bench]" not in venv
