@@ -26,16 +26,11 @@ from portlayer.migrate.progress import Progress
 from portlayer.migrate.report import Tally, write_report
 from portlayer.migrate.walk import Exclusions, discover, kind_of
 
+from portlayer.cli import UnusableInput
 from portlayer.errors import error_line
 from portlayer.findings import FORMATS, Finding, render, text_lines
 
 STDIN = Path("-")
-
-
-class BadUsage(click.ClickException):
-    """Bad arguments: one line (`Error: …`) and exit status 2, without click's usage block."""
-
-    exit_code = 2
 
 
 class OneLineErrors(click.Command):
@@ -43,7 +38,7 @@ class OneLineErrors(click.Command):
         try:
             return super().parse_args(ctx, args)
         except click.UsageError as exc:
-            raise BadUsage(exc.format_message()) from None
+            raise UnusableInput(exc.format_message()) from None
 
 
 @click.command(cls=OneLineErrors)
@@ -124,18 +119,18 @@ def migrate(
     PATH `-` reads the code from stdin and writes the migrated code to stdout.
     """
     if quiet and verbose:
-        raise BadUsage("--quiet and --verbose exclude each other")
+        raise UnusableInput("--quiet and --verbose exclude each other")
     if show_diff and output_format != "text":
-        raise BadUsage(f"--diff prints a patch on stdout; it cannot be combined with --output-format {output_format}")
+        raise UnusableInput(f"--diff prints a patch on stdout; it cannot be combined with --output-format {output_format}")
     reading_stdin = STDIN in paths
     if reading_stdin and len(paths) > 1:
-        raise BadUsage("`-` (stdin) cannot be combined with other paths")
+        raise UnusableInput("`-` (stdin) cannot be combined with other paths")
     if stdin_filename is not None and not reading_stdin:
-        raise BadUsage("--stdin-filename needs `-` as the path")
+        raise UnusableInput("--stdin-filename needs `-` as the path")
     try:
         config = configuration.load(configuration.find([stdin_filename or Path.cwd()] if reading_stdin else paths), TARGETS)
     except configuration.ConfigError as exc:
-        raise BadUsage(str(exc)) from None
+        raise UnusableInput(str(exc)) from None
     options = job.Options(
         target=target or config.target or "neutral",
         write=not (show_diff or check or reading_stdin),

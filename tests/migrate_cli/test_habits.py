@@ -54,7 +54,7 @@ def test_quiet_still_names_errors_on_stderr(tmp_path, migrate):
 
     assert result.exit_code == 2
     assert result.stdout == ""
-    assert result.stderr == f"error: {tmp_path / 'missing.py'}: no such file or directory\n"
+    assert result.stderr == f"portlayer: error: {tmp_path / 'missing.py'}: no such file or directory\n"
 
 
 # -- [tool.portlayer] --------------------------------------------------------------------------------
@@ -211,7 +211,7 @@ def test_respect_gitignore_can_be_turned_off_in_pyproject(tmp_path):
     })
 
     assert run_in(tmp_path, "--check", ".").stderr.startswith("would change train.py\n")
-    assert run_in(tmp_path, "--check", "--respect-gitignore", ".").stderr.startswith("error: .: no Python")
+    assert run_in(tmp_path, "--check", "--respect-gitignore", ".").stderr.startswith("portlayer: error: .: no Python")
 
 
 # -- shebang scripts ---------------------------------------------------------------------------------
