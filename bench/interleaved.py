@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import statistics
 import time
+from collections.abc import Callable
 from contextlib import AbstractContextManager
-from typing import Callable
 
 
 def medians(

@@ -7,13 +7,12 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from typing import Union
 
 import libcst as cst
 from libcst.metadata import PositionProvider
 from portlayer.migrate.model import Diagnostic
 
-Statement = Union[cst.SimpleStatementLine, cst.BaseCompoundStatement]
+Statement = cst.SimpleStatementLine | cst.BaseCompoundStatement
 
 
 def comment_for(diagnostic: Diagnostic) -> str:

@@ -1,25 +1,34 @@
 """`portlayer migrate PATH...`: the driver around the codemod.
 
-Output follows ruff: diagnostics (and `--diff`'s patch) on stdout, one per line with its hint below;
-the summary line, the progress counter and errors about the run itself on stderr. With `--diff`, stdout
-carries the patch alone (`| git apply` works) and diagnostics move to stderr.
+Output follows ruff and black: diagnostics (and `--diff`'s patch) on stdout, one per line with its hint
+below; `would change PATH` under `--check`, the summary line, the progress bar and errors about the run
+itself on stderr. With `--diff`, stdout carries the patch alone (`| git apply` works) and diagnostics
+move to stderr; with `-` (stdin), stdout carries the migrated code. `--output-format json|csv|sarif|github`
+puts one document on stdout instead of the text diagnostics. `-q` prints nothing but errors.
 Exit status: 0 done, 1 `--check`/`--diff --check` found files to change, 2 some input could not be
 processed (named on stderr or as a PL9xx diagnostic; left untouched; every other file still processed).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import sys
 from pathlib import Path
 
 import click
+from portlayer.migrate import config as configuration
 from portlayer.migrate import job
+from portlayer.migrate.codes import CODES
 from portlayer.migrate.engine import TARGETS
 from portlayer.migrate.parallel import default_jobs, run_all
 from portlayer.migrate.progress import Progress
 from portlayer.migrate.report import Tally, write_report
-from portlayer.migrate.walk import discover
+from portlayer.migrate.walk import Exclusions, discover, kind_of
+
+from portlayer.findings import FORMATS, Finding, render, text_lines
+
+STDIN = Path("-")
 
 
 class BadUsage(click.ClickException):
@@ -37,16 +46,16 @@ class OneLineErrors(click.Command):
 
 
 @click.command(cls=OneLineErrors)
-@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path, allow_dash=True))
 @click.option(
     "--target",
     type=click.Choice(TARGETS),
-    default="neutral",
-    show_default=True,
-    help="neutral: portlayer's API; torch: upstream device-generic torch; npu/musa: the vendor's own API.",
+    default=None,
+    help="neutral: portlayer's API; torch: upstream device-generic torch; npu/musa: the vendor's own API."
+    "  [default: pyproject's [tool.portlayer] target, else neutral]",
 )
 @click.option("--diff", "show_diff", is_flag=True, help="Print a unified diff; write nothing.")
-@click.option("--check", is_flag=True, help="Write nothing; exit 1 if any file would change.")
+@click.option("--check", is_flag=True, help="Write nothing; name each file that would change; exit 1 if any.")
 @click.option(
     "--report",
     "report_path",
@@ -63,23 +72,47 @@ class OneLineErrors(click.Command):
     help="Worker processes for large trees.  [default: the number of cores]",
 )
 @click.option(
-    "--exclude", multiple=True, metavar="GLOB", help="Skip matching files and folders (repeatable)."
+    "--exclude",
+    multiple=True,
+    metavar="GLOB",
+    help="Skip matching files and folders (repeatable; replaces pyproject's exclude).",
+)
+@click.option(
+    "--respect-gitignore/--no-respect-gitignore",
+    default=None,
+    help="Skip what .gitignore files ignore in directory walks.  [default: on]",
+)
+@click.option(
+    "--stdin-filename",
+    type=click.Path(path_type=Path),
+    metavar="PATH",
+    help="With `-`: the name of the code read from stdin (its kind, per-file-ignores, messages).",
+)
+@click.option(
+    "--output-format",
+    type=click.Choice(FORMATS),
+    default="text",
+    show_default=True,
+    help="How diagnostics are printed on stdout.",
 )
 @click.option(
     "--annotate", is_flag=True, help="Add a `# portlayer: PLnnn …` comment above each reported site."
 )
-@click.option("-q", "--quiet", is_flag=True, help="Print warnings and errors only, without hints or summary.")
+@click.option("-q", "--quiet", is_flag=True, help="Print nothing but errors.")
 @click.option(
     "-v", "--verbose", is_flag=True, help="Also print every change made and statistics by category."
 )
 def migrate(
     paths: tuple[Path, ...],
-    target: str,
+    target: str | None,
     show_diff: bool,
     check: bool,
     report_path: Path | None,
     jobs: int | None,
     exclude: tuple[str, ...],
+    respect_gitignore: bool | None,
+    stdin_filename: Path | None,
+    output_format: str,
     annotate: bool,
     quiet: bool,
     verbose: bool,
@@ -87,52 +120,109 @@ def migrate(
     """Rewrite CUDA-specific PyTorch code and launch scripts under PATH for another accelerator.
 
     Writes files in place (atomically, keeping encoding, line endings and mode) unless --diff or --check.
+    PATH `-` reads the code from stdin and writes the migrated code to stdout.
     """
     if quiet and verbose:
         raise BadUsage("--quiet and --verbose exclude each other")
-    options = job.Options(target=target, write=not (show_diff or check), diff=show_diff, annotate=annotate)
-    found, input_errors = discover(paths, exclude)
-    out = _Output(quiet=quiet, verbose=verbose, diagnostics_to_stderr=show_diff)
-    for error in input_errors:
-        out.error(f"{error.path}: {error.message}")
-    unusable_input = bool(input_errors)
-
-    tally = Tally()
-    results: list[job.FileResult] = []
-    progress = Progress(len(found), sys.stderr, enabled=not quiet)
-
-    def record(result: job.FileResult) -> None:
-        tally.add(result)
-        results.append(result)
-        if result.status == "changed" or result.diagnostics or result.error:
-            progress.clear()
-            out.file(result)
-        progress.advance()
-
-    process = functools.partial(job.process_file, options=options)
-    for result in run_all(process, found, jobs or default_jobs(), work=sum(file.size for file in found)):
-        record(result)
-    progress.clear()
+    if show_diff and output_format != "text":
+        raise BadUsage(f"--diff prints a patch on stdout; it cannot be combined with --output-format {output_format}")
+    reading_stdin = STDIN in paths
+    if reading_stdin and len(paths) > 1:
+        raise BadUsage("`-` (stdin) cannot be combined with other paths")
+    if stdin_filename is not None and not reading_stdin:
+        raise BadUsage("--stdin-filename needs `-` as the path")
+    try:
+        config = configuration.load(configuration.find([stdin_filename or Path.cwd()] if reading_stdin else paths), TARGETS)
+    except configuration.ConfigError as exc:
+        raise BadUsage(str(exc)) from None
+    options = job.Options(
+        target=target or config.target or "neutral",
+        write=not (show_diff or check or reading_stdin),
+        diff=show_diff,
+        annotate=annotate,
+        emit=reading_stdin,
+    )
+    out = _Output(quiet, verbose, diagnostics_to_stderr=show_diff or reading_stdin, fmt=output_format,
+                  check=check)
+    run = _Run(options, config, out)
+    if reading_stdin:
+        run.stdin(stdin_filename, echo=not (show_diff or check))
+    else:
+        globs = (exclude or config.exclude or ()) + config.extend_exclude
+        respect = respect_gitignore if respect_gitignore is not None else config.respect_gitignore
+        found, input_errors = discover(
+            paths, Exclusions(globs, config.root, respect if respect is not None else True)
+        )
+        for error in input_errors:
+            out.error(f"{error.path}: {error.message}")
+        run.unusable_input = bool(input_errors)
+        run.files(found, jobs)
 
     if report_path is not None:
         try:
-            write_report(report_path, tally, sorted(results, key=lambda r: r.path), target, options.write)
+            write_report(report_path, run.tally, sorted(run.results, key=lambda r: r.path), options.target,
+                         options.write)
         except OSError as exc:
             out.error(f"{report_path}: cannot write the report: {exc.strerror or exc}")
-            unusable_input = True
-    out.summary(tally, options.write)
+            run.unusable_input = True
+    out.document()
+    out.summary(run.tally, options.write or options.emit)
 
-    if unusable_input or tally.files["failed"]:
+    if run.unusable_input or run.tally.files["failed"]:
         sys.exit(2)
-    if check and tally.files["changed"]:
+    if check and run.tally.files["changed"]:
         sys.exit(1)
 
 
+class _Run:
+    """The results of one run as they come in: per-file ignores applied, counted, printed."""
+
+    def __init__(self, options: job.Options, config: configuration.Config, out: _Output):
+        self.options = options
+        self.config = config
+        self.out = out
+        self.tally = Tally()
+        self.results: list[job.FileResult] = []
+        self.unusable_input = False
+
+    def files(self, found, jobs: int | None) -> None:
+        progress = Progress(len(found), sys.stderr, enabled=not self.out.quiet)
+        process = functools.partial(job.process_file, options=self.options)
+        try:
+            for result in run_all(process, found, jobs or default_jobs(), work=sum(f.size for f in found)):
+                if result.status == "changed" or result.diagnostics or result.error:
+                    progress.clear()
+                self.record(result)
+                progress.advance()
+        finally:
+            progress.close()
+
+    def stdin(self, filename: Path | None, *, echo: bool) -> None:
+        data = sys.stdin.buffer.read()
+        path = filename or Path("-")
+        result = self.record(job.process_bytes(str(path), kind_of(path, data[:256]), data, self.options))
+        if echo and result.status != "failed":
+            click.echo(result.output if result.output is not None else data, nl=False)
+
+    def record(self, result: job.FileResult) -> job.FileResult:
+        ignored = self.config.ignored_codes(result.path)
+        if ignored:
+            kept = tuple(d for d in result.diagnostics if not d.code.startswith(ignored))
+            result = dataclasses.replace(result, diagnostics=kept)
+        self.tally.add(result)
+        self.results.append(result)
+        self.out.file(result)
+        return result
+
+
 class _Output:
-    def __init__(self, quiet: bool, verbose: bool, diagnostics_to_stderr: bool):
+    def __init__(self, quiet: bool, verbose: bool, diagnostics_to_stderr: bool, fmt: str, check: bool):
         self.quiet = quiet
         self.verbose = verbose
         self.diagnostics_to_stderr = diagnostics_to_stderr
+        self.fmt = fmt
+        self.check = check
+        self.findings: list[Finding] = []  # for the formats written as one document at the end
 
     def error(self, line: str) -> None:
         click.echo(f"error: {line}", err=True)
@@ -142,15 +232,30 @@ class _Output:
             self.error(f"{result.path}: {result.error}")
         if result.diff:
             click.echo(result.diff, nl=False)
-        if self.verbose:
-            for change in result.changes:
-                click.echo(f"{result.path}:{change.line}:{change.col}: {change.code} {change.message}")
-        for diagnostic in result.diagnostics:
-            if self.quiet and diagnostic.severity == "info":
-                continue
-            click.echo(diagnostic.format(result.path), err=self.diagnostics_to_stderr)
-            if not self.quiet:
-                click.echo(f"  hint: {diagnostic.hint}", err=self.diagnostics_to_stderr)
+        if self.check and result.status == "changed" and not self.quiet:
+            click.echo(f"would change {result.path}", err=True)
+        findings = _findings(result)
+        if self.fmt != "text":
+            self.findings += findings
+            return
+        if self.quiet:
+            return
+        for finding in findings:
+            if finding.severity == "change":
+                if self.verbose:
+                    click.echo(text_lines(finding, hint=False))
+            else:
+                click.echo(text_lines(finding), err=self.diagnostics_to_stderr)
+
+    def document(self) -> None:
+        if self.fmt != "text":
+            from importlib.metadata import PackageNotFoundError, version
+
+            try:
+                release = version("portlayer")
+            except PackageNotFoundError:
+                release = ""
+            click.echo(render(self.fmt, self.findings, tool="portlayer migrate", version=release), nl=False)
 
     def summary(self, tally: Tally, writing: bool) -> None:
         if self.quiet:
@@ -158,3 +263,16 @@ class _Output:
         if self.verbose and (tally.converted or tally.reported):
             click.echo(tally.statistics(), err=True)
         click.echo(tally.summary_line(writing), err=True)
+
+
+def _findings(result: job.FileResult) -> list[Finding]:
+    """A file's conversions (severity "change") and diagnostics, in the order of their positions."""
+    changes = [
+        Finding(result.path, c.line, c.col, c.code, "change", c.message, "", CODES[c.code].title)
+        for c in result.changes
+    ]
+    diagnostics = [
+        Finding(result.path, d.line, d.col, d.code, d.severity, d.message, d.hint, CODES[d.code].title)
+        for d in result.diagnostics
+    ]
+    return sorted(changes + diagnostics, key=lambda f: (f.line, f.col, f.severity != "change"))

@@ -13,8 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from portlayer.migrate import engine, shell
-from portlayer.migrate.codes import CODES
-from portlayer.migrate.engine.analysis import parse_python
+from portlayer.migrate.engine import parse_python
 from portlayer.migrate.files import DecodeError, SourceText, decode_python, decode_shell
 from portlayer.migrate.model import Change, Diagnostic, SourceError
 from portlayer.migrate.walk import Found
@@ -28,6 +27,7 @@ class Options:
     write: bool = True
     diff: bool = False
     annotate: bool = False
+    emit: bool = False  # hand the migrated bytes back in `FileResult.output` (stdin in, stdout out)
 
 
 @dataclass(frozen=True)
@@ -40,6 +40,7 @@ class FileResult:
     diff: str = ""
     # Why a failed file without a position in it failed: an I/O error, an internal error.
     error: str = ""
+    output: bytes | None = None  # the migrated file, with `Options.emit`, when it changed
 
 
 @dataclass(frozen=True)
@@ -50,16 +51,21 @@ class Loaded:
 
 
 def process_file(found: Found, options: Options) -> FileResult:
-    loaded = load(found, options.target)
-    return convert(loaded, options) if isinstance(loaded, Loaded) else loaded
-
-
-def load(found: Found, target: str) -> Loaded | FileResult:
-    path, kind = str(found.path), found.kind
+    path = str(found.path)
     try:
         data = Path(path).read_bytes()
     except OSError as exc:
-        return FileResult(path, kind, "failed", error=exc.strerror or str(exc))
+        return FileResult(path, found.kind, "failed", error=exc.strerror or str(exc))
+    return process_bytes(path, found.kind, data, options)
+
+
+def process_bytes(path: str, kind: str, data: bytes, options: Options) -> FileResult:
+    """One file's bytes (read from disk, or stdin under the name `path`), migrated."""
+    loaded = load(path, kind, data, options.target)
+    return convert(loaded, options) if isinstance(loaded, Loaded) else loaded
+
+
+def load(path: str, kind: str, data: bytes, target: str) -> Loaded | FileResult:
     try:
         source = decode_shell(data) if kind == "shell" else decode_python(data)
     except DecodeError as exc:
@@ -85,6 +91,7 @@ def convert(loaded: Loaded, options: Options) -> FileResult:
         data = loaded.source.encode(result.code)
         if options.write:
             write_atomic(path, data)
+        output = data if options.emit else None
     except SourceError as exc:
         return FileResult(path, kind, "failed", diagnostics=(_error("PL901", exc),))
     except OSError as exc:
@@ -93,7 +100,7 @@ def convert(loaded: Loaded, options: Options) -> FileResult:
         message = f"internal error, file left untouched ({type(exc).__name__}: {exc}); please report it"
         return FileResult(path, kind, "failed", error=message.splitlines()[0])
     diff = unified_diff(path, text, result.code) if options.diff else ""
-    return FileResult(path, kind, "changed", result.changes, result.diagnostics, diff)
+    return FileResult(path, kind, "changed", result.changes, result.diagnostics, diff, output=output)
 
 
 class BrokenOutput(Exception):
@@ -101,23 +108,18 @@ class BrokenOutput(Exception):
 
 
 def _check_parses(before: str, after: str) -> None:
-    """Refuse to write code that no longer parses. Input that CPython rejects but LibCST accepts (another
-    Python version's syntax) cannot be checked this way, and is taken as is."""
+    """Refuse to write code that no longer parses. The input parsed: the engine parses it with the same
+    parser before any rule runs, and raises SourceError when it cannot."""
     if after == before:
         return
     try:
         parse_python(after)
     except SyntaxError as exc:
-        try:
-            parse_python(before)
-        except SyntaxError:
-            return
         raise BrokenOutput(f"the migrated code does not parse: line {exc.lineno}: {exc.msg}") from None
 
 
-def _error(code: str, exc: SourceError | DecodeError) -> Diagnostic:
-    row = CODES[code]
-    return Diagnostic(code, exc.line, exc.col, f"{exc.message}; file left untouched", row.hint, row.severity)
+def _error(code: str, exc: SourceError) -> Diagnostic:
+    return Diagnostic.of(code, exc.line, exc.col, f"{exc.message}; file left untouched")
 
 
 def unified_diff(path: str, before: str, after: str) -> str:

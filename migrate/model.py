@@ -28,6 +28,15 @@ class Diagnostic:
     hint: str
     severity: str  # "error" | "warning" | "info"
 
+    @classmethod
+    def of(cls, code: str, line: int, col: int, message: str | None = None, hint: str | None = None) -> Diagnostic:
+        """The one way to make a diagnostic: title, hint and severity come from the code's row in
+        `portlayer.migrate.codes`, unless a message or hint more precise than the row's is given."""
+        from portlayer.migrate.codes import CODES
+
+        row = CODES[code]
+        return cls(code, line, col, message or row.title, hint or row.hint, row.severity)
+
     def format(self, path: str) -> str:
         return f"{path}:{self.line}:{self.col}: {self.code} {self.message}"
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 import multiprocessing
 import os
 import sys
-from collections.abc import Iterator, Sequence
-from typing import Callable, TypeVar
+from collections.abc import Callable, Iterator, Sequence
+from typing import TypeVar
 
 Item = TypeVar("Item")
 Result = TypeVar("Result")

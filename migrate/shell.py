@@ -17,7 +17,6 @@ import bisect
 import re
 from dataclasses import dataclass
 
-from portlayer.migrate.codes import CODES
 from portlayer.migrate.model import Change, Diagnostic, MigrationResult
 from portlayer.migrate.variables import VARIABLE, VISIBLE_DEVICES, is_cuda_only, is_interesting
 
@@ -281,11 +280,6 @@ class _Positions:
         return line, offset - self._starts[line - 1] + 1  # 1-based, like every position migrate reports
 
 
-def _diagnostic(code: str, line: int, col: int, message: str, hint: str | None = None) -> Diagnostic:
-    row = CODES[code]
-    return Diagnostic(code, line, col, message, hint or row.hint, row.severity)
-
-
 def migrate_shell(text: str, target: str = "neutral") -> MigrationResult:
     """Pure, like `migrate_source`: the script's text in, the rewritten text and what was done out."""
     if target not in BY_NAME and target not in ("neutral", "torch"):
@@ -297,7 +291,7 @@ def migrate_shell(text: str, target: str = "neutral") -> MigrationResult:
         return not any(a <= offset < b for a, b in comments)
 
     diagnostics = [
-        _diagnostic("PL603", *position(match.start()), "nvidia-smi only sees NVIDIA GPUs", _tool_hint(target))
+        Diagnostic.of("PL603", *position(match.start()), "nvidia-smi only sees NVIDIA GPUs", _tool_hint(target))
         for match in _NVIDIA_SMI.finditer(text)
         if in_code(match.start())
     ]
@@ -311,7 +305,7 @@ def migrate_shell(text: str, target: str = "neutral") -> MigrationResult:
     for site in sorted(sites + others, key=lambda site: site.start):
         if is_cuda_only(site.name):
             diagnostics.append(
-                _diagnostic("PL607", *position(site.start), f"{site.name} only affects CUDA; left as is")
+                Diagnostic.of("PL607", *position(site.start), f"{site.name} only affects CUDA; left as is")
             )
     sites = [site for site in sites if not is_cuda_only(site.name)]
     others = [site for site in others if not is_cuda_only(site.name)]
@@ -328,7 +322,7 @@ def migrate_shell(text: str, target: str = "neutral") -> MigrationResult:
                 else "their names depend on the vendor; run with --target npu or --target musa to rename them"
             )
             first = min(site.start for site in sites + others)
-            diagnostics.append(_diagnostic("PL604", *position(first), f"left {names} as is: {why}"))
+            diagnostics.append(Diagnostic.of("PL604", *position(first), f"left {names} as is: {why}"))
     return MigrationResult(
         source=text, code=code, changes=tuple(changes), diagnostics=tuple(sorted(diagnostics, key=_order))
     )
@@ -341,7 +335,7 @@ def _rename(text, target, sites, others, position, diagnostics) -> tuple[str, li
         alias = by_source.get(site.name)
         renamed = f"rename it to {alias.target} by hand" if alias else f"{target} has no equivalent"
         diagnostics.append(
-            _diagnostic(
+            Diagnostic.of(
                 _code(site.name, alias),
                 *position(site.start),
                 f"{site.name} is used here but not as a shell variable; left as is",
@@ -356,7 +350,7 @@ def _rename(text, target, sites, others, position, diagnostics) -> tuple[str, li
         if alias is None:
             if site.name != VISIBLE_DEVICES:  # a backend that reads CUDA_VISIBLE_DEVICES itself has no alias
                 diagnostics.append(
-                    _diagnostic("PL605", line, col, f"{site.name} has no {target} equivalent; left as is")
+                    Diagnostic.of("PL605", line, col, f"{site.name} has no {target} equivalent; left as is")
                 )
             continue
         replacement, end = alias.target, site.end
@@ -364,7 +358,7 @@ def _rename(text, target, sites, others, position, diagnostics) -> tuple[str, li
             value = _INTEGER.match(text, site.end + 1, site.value_end) if site.value_end else None
             if value is None:
                 message = f"{site.name} and {alias.target} count in different units; left as is"
-                diagnostics.append(_diagnostic("PL608", line, col, message))
+                diagnostics.append(Diagnostic.of("PL608", line, col, message))
                 continue
             quote, number = value.groups()
             replacement = f"{alias.target}={quote}{alias.convert(number)}{quote}"

@@ -1,14 +1,17 @@
 """Which files a `portlayer migrate PATH...` run looks at.
 
-A file named on the command line is always taken (a shell script by its suffix, anything else as Python).
-Directories are walked recursively for `*.py` and shell scripts, in a stable order, skipping hidden,
-virtual-environment, build and cache folders, symbolic links, and whatever `--exclude` matches.
+A file named on the command line is always taken: a shell script by its suffix (`.sh`, `.bash`) or, with
+no suffix, by its shebang (`#!/bin/bash`); anything else as Python. Directories are walked recursively
+for `*.py`, shell scripts and extensionless scripts whose shebang names Python or a shell, in a stable
+order, skipping hidden, virtual-environment, build and cache folders, symbolic links, what `.gitignore`
+files ignore (as ruff does; `respect_gitignore=False` turns that off) and whatever the exclude globs match.
 """
 
 from __future__ import annotations
 
 import fnmatch
 import os
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +32,12 @@ SKIPPED_DIRS = frozenset(
         "venv",
     }
 )
+# `#!/usr/bin/python3.11`, `#!/usr/bin/env -S python3 -u`, `#!/bin/bash -e`: the interpreter's name.
+_SHEBANG = re.compile(rb"#![ \t]*(?:\S*/)?(?:env[ \t]+(?:-\S+[ \t]+)*)?(?:\S*/)?(\S+)")
+_SHEBANG_KINDS = (
+    (re.compile(r"(?:python|pypy)[\d.]*"), "python"),
+    (re.compile(r"(?:ba|da|z|k)?sh"), "shell"),
+)
 
 
 @dataclass(frozen=True)
@@ -44,22 +53,58 @@ class InputError:
     message: str
 
 
-def kind_of(path: Path) -> str:
-    return "shell" if path.suffix in SHELL_SUFFIXES else "python"
+@dataclass(frozen=True)
+class Exclusions:
+    """What a directory walk leaves out besides hidden, virtual-environment and build folders: globs
+    matched against a name, a path below the walked root or below `project_root` (where the
+    pyproject.toml that configured them is), and `.gitignore` files unless `respect_gitignore` is off."""
+
+    globs: tuple[str, ...] = ()
+    project_root: Path | None = None
+    respect_gitignore: bool = True
 
 
-def discover(paths: Iterable[Path], excludes: Iterable[str] = ()) -> tuple[list[Found], list[InputError]]:
+def shebang_kind(first_bytes: bytes) -> str | None:
+    """"python" or "shell" for a script whose first line is a shebang naming one, else None."""
+    match = _SHEBANG.match(first_bytes)
+    if match is None:
+        return None
+    name = match.group(1).decode("ascii", "replace")
+    return next((kind for pattern, kind in _SHEBANG_KINDS if pattern.fullmatch(name)), None)
+
+
+def _first_line(path: Path) -> bytes:
+    try:
+        with open(path, "rb") as file:
+            return file.readline(256)
+    except OSError:  # unreadable: reading it again will say why
+        return b""
+
+
+def kind_of(path: Path, first_bytes: bytes | None = None) -> str:
+    """The kind of a file named on the command line (or `--stdin-filename`, with the text's start)."""
+    if path.suffix in SHELL_SUFFIXES:
+        return "shell"
+    if path.suffix == "" and path.name not in ("", "-"):
+        start = _first_line(path) if first_bytes is None else first_bytes
+        return shebang_kind(start) or "python"
+    return "python"
+
+
+def discover(
+    paths: Iterable[Path], excludes: Iterable[str] | Exclusions = ()
+) -> tuple[list[Found], list[InputError]]:
     """The files to migrate, each once, and a one-line error for every path that yields none."""
-    excludes = tuple(excludes)
+    rules = excludes if isinstance(excludes, Exclusions) else Exclusions(tuple(excludes))
     found: dict[Path, Found] = {}
     errors: list[InputError] = []
     for root in paths:
         if root.is_dir():
-            files = list(_walk(root, excludes))
+            files = list(_Walk(root, rules).files())
             if not files:
                 errors.append(InputError(root, "no Python files or shell scripts in this directory"))
         elif root.exists():
-            files = [_found(root)]
+            files = [_found(root, kind_of(root))]
         else:
             errors.append(InputError(root, "no such file or directory"))
             continue
@@ -68,28 +113,100 @@ def discover(paths: Iterable[Path], excludes: Iterable[str] = ()) -> tuple[list[
     return list(found.values()), errors
 
 
-def _found(path: Path) -> Found:
+def _found(path: Path, kind: str) -> Found:
     try:
         size = path.stat().st_size
     except OSError:  # unreadable: reading it will say why
         size = 0
-    return Found(path, kind_of(path), size)
+    return Found(path, kind, size)
 
 
-def _walk(root: Path, excludes: tuple[str, ...]) -> Iterable[Found]:
-    for dirpath, dirnames, filenames in os.walk(root):
-        here = Path(dirpath)
-        dirnames[:] = sorted(
-            name
-            for name in dirnames
-            if not _skipped_dir(here / name) and not _excluded(here / name, root, excludes)
-        )
-        for name in sorted(filenames):
-            path = here / name
-            if not name.endswith(PYTHON_SUFFIXES + SHELL_SUFFIXES) or path.is_symlink():
-                continue
-            if not _excluded(path, root, excludes):
-                yield _found(path)
+class _Walk:
+    def __init__(self, root: Path, rules: Exclusions):
+        self.root = root
+        self.top = root.resolve()  # .gitignore patterns are matched against paths below their folder
+        self.rules = rules
+        # (folder, its compiled .gitignore), outermost first; those above the root come from the folders
+        # between it and its git repository's top, as git reads them.
+        self.ignores: list[tuple[Path, object]] = []
+        if rules.respect_gitignore:
+            for folder in reversed(_up_to_repository_top(self.top)):
+                self._read_gitignore(folder)
+
+    def files(self) -> Iterable[Found]:
+        for dirpath, dirnames, filenames in os.walk(self.root):
+            here = Path(dirpath)
+            absolute = self.top / here.relative_to(self.root)
+            while self.ignores and not _within(absolute, self.ignores[-1][0]):
+                self.ignores.pop()
+            if self.rules.respect_gitignore and ".gitignore" in filenames:
+                self._read_gitignore(absolute)
+            dirnames[:] = sorted(
+                name
+                for name in dirnames
+                if not _skipped_dir(here / name) and not self._excluded(here / name, absolute / name, True)
+            )
+            for name in sorted(filenames):
+                path = here / name
+                kind = self._kind(path)
+                if kind is None or path.is_symlink() or self._excluded(path, absolute / name, False):
+                    continue
+                yield _found(path, kind)
+
+    def _kind(self, path: Path) -> str | None:
+        if path.name.endswith(PYTHON_SUFFIXES):
+            return "python"
+        if path.name.endswith(SHELL_SUFFIXES):
+            return "shell"
+        if path.suffix == "" and not path.name.startswith("."):
+            return shebang_kind(_first_line(path))
+        return None
+
+    def _read_gitignore(self, folder: Path) -> None:
+        try:
+            lines = (folder / ".gitignore").read_text(encoding="utf-8", errors="replace").splitlines()
+        except OSError:
+            return
+        import pathspec  # only when there is a .gitignore to read: keeps the start-up fast
+
+        self.ignores.append((folder, pathspec.GitIgnoreSpec.from_lines(lines)))
+
+    def _excluded(self, path: Path, absolute: Path, is_dir: bool) -> bool:
+        if self._globbed(path, absolute):
+            return True
+        # The deepest .gitignore with a say decides, as in git (a `!pattern` re-includes).
+        for folder, spec in reversed(self.ignores):
+            relative = absolute.relative_to(folder).as_posix() + ("/" if is_dir else "")
+            verdict = spec.check_file(relative).include
+            if verdict is not None:
+                return verdict
+        return False
+
+    def _globbed(self, path: Path, absolute: Path) -> bool:
+        """Exclude globs match a file or folder name (`*_test.py`, `legacy`) or its path below the walked
+        root or the project root (`tests/*`, `scripts/old_*.sh`)."""
+        globs = self.rules.globs
+        if not globs:
+            return False
+        candidates = [path.name, path.relative_to(self.root).as_posix()]
+        project = self.rules.project_root
+        if project is not None and _within(absolute, project):
+            candidates.append(absolute.relative_to(project).as_posix())
+        return any(fnmatch.fnmatchcase(candidate, glob) for glob in globs for candidate in candidates)
+
+
+def _up_to_repository_top(folder: Path) -> list[Path]:
+    """The folders above `folder` up to the top of the git repository it is in (none outside one)."""
+    chain = []
+    for parent in folder.parents:
+        chain.append(parent)
+        if (parent / ".git").exists():
+            return chain
+    return []
+
+
+def _within(path: Path, folder: Path) -> bool:
+    return path == folder or folder in path.parents
 
 
 def _skipped_dir(path: Path) -> bool:
@@ -100,13 +217,4 @@ def _skipped_dir(path: Path) -> bool:
         or name.endswith(".egg-info")
         or (path / "pyvenv.cfg").exists()
         or path.is_symlink()
-    )
-
-
-def _excluded(path: Path, root: Path, excludes: tuple[str, ...]) -> bool:
-    """`--exclude` globs match a file or folder name (`*_test.py`, `legacy`) or its path below the walked
-    root (`tests/*`, `scripts/old_*.sh`)."""
-    relative = path.relative_to(root).as_posix()
-    return any(
-        fnmatch.fnmatchcase(path.name, glob) or fnmatch.fnmatchcase(relative, glob) for glob in excludes
     )

@@ -6,8 +6,9 @@ RNG names fall back to torch's global generator (which seeds every device); memo
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from types import ModuleType, SimpleNamespace
-from typing import Any, Callable
+from typing import Any
 
 from portlayer import host
 from portlayer.api import RNG

@@ -1,4 +1,5 @@
-"""The migrate engine: one Python source in, the migrated source and its report out.
+"""The migrate engine: one Python source in, the migrated source and its report out. The rest of
+portlayer (the driver, `job`, the tests of the command, the benches) imports only from here.
 
     from portlayer.migrate.engine import migrate_source
     result = migrate_source(source, target="neutral")   # or "torch", "npu", "musa"
@@ -8,12 +9,33 @@ What is inside, in the order a source meets it:
 - `triggers`: the words a rule can fire on; a file with none of its target's words is skipped unparsed.
 - `analysis` and `scopes`: one CPython `ast` walk picks the statements a rule can fire on and resolves
   every name in them to what it is bound to (`torch.cuda.synchronize`, whatever the aliases).
-- `snippets`: only those statements reach LibCST, as one small module; printed back, they are spliced
-  into the file, and every other byte stays as it was.
+- `snippets`: only those statements reach LibCST, as one small module; printed back (`printing`), they
+  are spliced into the file, and every other byte stays as it was.
 - `pipeline`: each rule (`portlayer.migrate.rules`) runs over the snippets in turn; then `imports` adds
   and removes imports once, so no rule shifts another's lines.
+
+How to write a rule (four things to know; the rest is the engine's business):
+1. A rule is a `libcst.CSTTransformer` subclass of `portlayer.migrate.rules.base.Rule` (or of
+   `ReferenceRule`, whose `reference(node)` sees each outermost name or attribute chain), in a module of
+   `migrate/rules/`, listed in `RULES` (`migrate/rules/__init__.py`) where its order matters.
+2. `TRIGGER = Words(("cuda",), whole=("apex",))`: every word the rule can fire on. Only statements whose
+   code has one (or that read a name an import with one binds) are shown to it, and files with none
+   are skipped; a word missing here is a site silently missed (tests/migrate/test_statements.py runs
+   every rule over every statement to catch that). `fires_for(target)` returns False for targets on
+   which the rule never acts.
+3. Ask, never guess: `self.qualified(node)` is what a name or chain refers to through the file's imports
+   and scopes ("torch.cuda.synchronize" for `th.cuda.synchronize` after `import torch as th`; None for
+   a local `cuda`). Rewrite in `leave_*` by returning the new node; build it with
+   `self.expression("{torch}.device({d})", d=node)` (nodes are printed with `code_of`).
+4. Record what you did: `self.changed("PL1nn", original_node, "a -> b")` for a conversion,
+   `self.report("PLnnn", node)` for a site left to a human; the code's row in `migrate/codes.py` gives
+   its title, hint and severity (`Diagnostic.of`). Positions are the file's, 1-based. Add a golden
+   input/output pair under tests/migrate/golden/ and a program that runs migrated (DESIGN: a rule's test
+   includes running a program that uses it).
+docs/migrate-rules.md says the same with an example.
 """
 
+from portlayer.migrate.engine.analysis import parse_python
 from portlayer.migrate.engine.pipeline import (
     TARGETS,
     MigrationResult,
@@ -23,5 +45,16 @@ from portlayer.migrate.engine.pipeline import (
     prefilter,
     run_rules,
 )
+from portlayer.migrate.engine.printing import code_of
 
-__all__ = ["TARGETS", "MigrationResult", "SourceError", "mentions_cuda", "migrate_source", "prefilter", "run_rules"]
+__all__ = [
+    "TARGETS",
+    "MigrationResult",
+    "SourceError",
+    "code_of",
+    "mentions_cuda",
+    "migrate_source",
+    "parse_python",
+    "prefilter",
+    "run_rules",
+]

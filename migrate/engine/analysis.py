@@ -175,12 +175,25 @@ class _Walk:
             return self._function(node, scope)
         elif isinstance(node, ast.ClassDef):
             scope.bind(node.name)
-            body = scope.child("class", self._start(node.body[0]), self._end(node))
-            outside = [*node.decorator_list, *node.bases, *node.keywords]
-            return [(child, scope) for child in outside] + [(child, body) for child in node.body]
+            around = self._type_parameters(node, scope)
+            body = around.child("class", self._start(node.body[0]), self._end(node))
+            return (
+                [(child, scope) for child in node.decorator_list]
+                + [(child, around) for child in [*node.bases, *node.keywords]]
+                + [(child, body) for child in node.body]
+                + self._bounds(node, around)
+            )
+        elif type(node).__name__ == "TypeAlias":  # `type X[T] = ...` (3.12): the value is read lazily
+            scope.bind(node.name.id)
+            around = self._type_parameters(node, scope, start=node.value)
+            return [(node.value, around)] + self._bounds(node, around)
         elif isinstance(node, _COMPREHENSIONS):
             inner = scope.child("comprehension", self._start(node), self._end(node))
-            return [(child, inner) for child in ast.iter_child_nodes(node)]
+            # The first iterable is evaluated where the comprehension stands, not inside it.
+            first = node.generators[0]
+            iterable = self._outside(first.iter, inner, scope)
+            inside = [(child, inner) for child in ast.iter_child_nodes(node) if child is not first]
+            return inside + [(first.target, inner), (first.iter, iterable)] + [(test, inner) for test in first.ifs]
         elif isinstance(node, ast.NamedExpr):
             scope.function.bind(node.target.id)
             return [(node.value, scope)]
@@ -238,19 +251,59 @@ class _Walk:
         arguments = node.args
         parameters = [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs]
         parameters += [arg for arg in (arguments.vararg, arguments.kwarg) if arg is not None]
-        # Decorators, defaults and annotations are evaluated where the function is defined.
-        outside: list[ast.AST] = [*arguments.defaults, *(d for d in arguments.kw_defaults if d is not None)]
-        outside += [arg.annotation for arg in parameters if arg.annotation is not None]
+        # Decorators and defaults are evaluated where the function is defined; annotations too, or in
+        # the scope of its type parameters when it has some.
+        defaults = [*arguments.defaults, *(d for d in arguments.kw_defaults if d is not None)]
+        annotations = [arg.annotation for arg in parameters if arg.annotation is not None]
         if isinstance(node, ast.Lambda):
-            body = [node.body]
+            body, decorators, around = [node.body], [], scope
         else:
             scope.bind(node.name)
-            outside += [*node.decorator_list, *([node.returns] if node.returns else [])]
-            body = node.body
-        inner = scope.child("function", self._start(body[0]), self._end(node))
+            annotations += [node.returns] if node.returns else []
+            body, decorators = node.body, node.decorator_list
+            around = self._type_parameters(node, scope)
+        inner = around.child("function", self._start(body[0]), self._end(node))
         for arg in parameters:
             inner.bind(arg.arg)
-        return [(child, scope) for child in outside] + [(child, inner) for child in body]
+        if around is not scope:  # defaults sit inside the type parameters' span but are read outside it
+            defaults = [(default, self._outside(default, around, scope)) for default in defaults]
+        else:
+            defaults = [(default, scope) for default in defaults]
+        return (
+            [(child, scope) for child in decorators]
+            + defaults
+            + [(child, around) for child in annotations]
+            + [(child, inner) for child in body]
+            + self._bounds(node, around)
+        )
+
+    def _type_parameters(self, node: ast.AST, scope: Scope, start: ast.AST | None = None) -> Scope:
+        """The annotation scope PEP 695's type parameters (`def f[T]`, `class C[T]`, `type X[T] = …`,
+        Python 3.12) open between `scope` and the definition, binding them; `scope` when there are none.
+        On an older Python such code does not parse at all (PL901, naming the grammar that judged it)."""
+        parameters = getattr(node, "type_params", None)
+        if not parameters:
+            if start is None:
+                return scope
+            parameters = []
+        first = parameters[0] if parameters else start
+        around = scope.child("annotation", self._start(first), self._end(node))
+        for parameter in parameters:
+            around.bind(parameter.name)
+        return around
+
+    def _bounds(self, node: ast.AST, around: Scope) -> list[tuple[ast.AST, Scope]]:
+        """A type parameter's bound, constraints and default, read in the annotation scope."""
+        expressions = []
+        for parameter in getattr(node, "type_params", None) or ():
+            expressions += [getattr(parameter, field, None) for field in ("bound", "default_value")]
+        return [(expression, around) for expression in expressions if expression is not None]
+
+    def _outside(self, expression: ast.AST, inner: Scope, outer: Scope) -> Scope:
+        """A piece of `inner`'s span that is read in `outer` (a default value of a generic function)."""
+        piece = inner.child("iterable", self._start(expression), self._end(expression))
+        piece.parent = outer
+        return piece
 
     def _word(self, word: str, statement: ast.stmt | None) -> bool:
         if statement is None or not self._matches(word):

@@ -21,6 +21,7 @@ from portlayer.migrate.engine.analysis import (
     parse_python,
     source_lines,
 )
+from portlayer.migrate.engine.printing import code_of
 
 # Added imports go in this order (the vendor plugin after torch).
 _ORDER = ("torch", "portlayer", "torch_npu", "torch_musa")
@@ -48,7 +49,7 @@ def _rank(name: str) -> tuple[int, str]:
 
 
 def _dotted(node: cst.BaseExpression) -> str:
-    return cst.Module([]).code_for_node(node)
+    return code_of(node)
 
 
 def bound_name(spec: ImportSpec) -> str:

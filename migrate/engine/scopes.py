@@ -32,7 +32,10 @@ LOCAL = Binding("local")
 
 @dataclass(eq=False)
 class Scope:
-    kind: str  # "module" | "function" | "class" | "comprehension"
+    # "module" | "function" | "class" | "comprehension" | "annotation" (PEP 695 type parameters), or
+    # "iterable": a piece of a scope's span read in another one (a comprehension's first iterable, a
+    # generic function's defaults); its `parent` is that other scope.
+    kind: str
     start: Position
     end: Position
     parent: Scope | None = None
@@ -48,7 +51,7 @@ class Scope:
         return scope
 
     def bind(self, name: str) -> None:
-        self.bound.add(name)
+        (self.parent if self.kind == "iterable" else self).bound.add(name)
 
     def bind_import(self, name: str, qualified: str) -> None:
         self.imports.setdefault(name, qualified)
@@ -70,6 +73,8 @@ class Scope:
 
     def resolve(self, name: str) -> Binding:
         """What `name`, read in this scope, refers to."""
+        if self.kind == "iterable":
+            return self.parent.resolve(name)
         scope: Scope | None = self
         own = True
         while scope is not None:
@@ -82,7 +87,8 @@ class Scope:
                 found = scope._own(name)
                 if found is not None:
                     return found
-            scope, own = scope.parent, False
+            # An annotation scope sees the class it is in (PEP 695), as that class's own code does.
+            scope, own = scope.parent, own and scope.kind == "annotation"
         return FREE
 
     def _own(self, name: str) -> Binding | None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import libcst as cst
 from portlayer.migrate.engine.triggers import Words
-from portlayer.migrate.rules.base import Rule
+from portlayer.migrate.rules.base import Rule, code_of
 
 _AUTOCAST = {"torch.autocast", "torch.amp.autocast", "torch.amp.autocast_mode.autocast"}
 _GRAD_SCALER = {"torch.amp.GradScaler", "torch.amp.grad_scaler.GradScaler"}
@@ -103,8 +103,8 @@ class Amp(Rule):
     def _rename(self, original: cst.Call, node: cst.Call, template: str, args) -> cst.Call:
         args = [arg.with_changes(comma=cst.MaybeSentinel.DEFAULT) for arg in args]
         func = self.expression(template)
-        self.changed("PL103", original, f"{cst.Module([]).code_for_node(original.func)}(...) -> "
-                                        f"{cst.Module([]).code_for_node(func)}(...)")
+        self.changed("PL103", original, f"{code_of(original.func)}(...) -> "
+                                        f"{code_of(func)}(...)")
         return node.with_changes(func=func, args=args)
 
 

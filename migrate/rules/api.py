@@ -7,14 +7,12 @@ own rule.
 
 from __future__ import annotations
 
-from typing import Union
-
 import libcst as cst
 from portlayer.migrate import cuda_api
 from portlayer.migrate.engine.triggers import Words
-from portlayer.migrate.rules.base import ReferenceRule
+from portlayer.migrate.rules.base import ReferenceRule, code_of
 
-NameOrAttribute = Union[cst.Name, cst.Attribute]
+NameOrAttribute = cst.Name | cst.Attribute
 
 
 def torch_cuda_suffix(qualified: str | None) -> str | None:
@@ -55,7 +53,7 @@ class TorchCudaApi(ReferenceRule):
             self.report("PL401", node, f"torch.cuda.{suffix} has no equivalent on target '{self.target.name}'")
             return False
         self.replacements[node] = replacement = self.expression(template)
-        shown = cst.Module([]).code_for_node(replacement)
+        shown = code_of(replacement)
         code = {"amp": "PL103", "nvtx": "PL109"}.get(head, "PL102")
         self.changed(code, node, f"torch.cuda.{suffix} -> {shown}" if suffix else f"torch.cuda -> {shown}")
         return False

@@ -10,9 +10,9 @@ from typing import ClassVar
 
 import libcst as cst
 from libcst.metadata import ParentNodeProvider, PositionProvider
-from portlayer.migrate.codes import CODES
 from portlayer.migrate.engine.analysis import ModuleImports
 from portlayer.migrate.engine.imports import ImportPlan
+from portlayer.migrate.engine.printing import code_of
 from portlayer.migrate.engine.scopes import Scope
 from portlayer.migrate.engine.triggers import Words
 from portlayer.migrate.model import Change, Diagnostic
@@ -186,16 +186,14 @@ class Rule(cst.CSTTransformer):
     def report(self, code: str, node: cst.CSTNode, message: str | None = None) -> None:
         if self.excluded(node):
             return
-        row = CODES[code]
-        line, col = self.position(node)
-        self.diagnostics.append(Diagnostic(code, line, col, message or row.title, row.hint, row.severity))
+        self.diagnostics.append(Diagnostic.of(code, *self.position(node), message))
 
     # -- building code ------------------------------------------------------------------------------
 
     def expression(self, template: str, **parts: str | cst.BaseExpression) -> cst.BaseExpression:
         """Parse `template` with `{torch}` and any `{part}` filled in (nodes are rendered to code)."""
         values = {
-            key: value if isinstance(value, str) else cst.Module([]).code_for_node(value)
+            key: value if isinstance(value, str) else code_of(value)
             for key, value in parts.items()
         }
         if "{torch}" in template:

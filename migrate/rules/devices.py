@@ -15,6 +15,7 @@ import re
 
 import libcst as cst
 from portlayer.migrate.engine.triggers import Words
+from portlayer.migrate.rules.base import code_of
 from portlayer.migrate.rules.strings import StringNode, StringRoleRule, is_method, last_identifier
 
 DEVICE, TYPE = "device", "device type"
@@ -120,7 +121,7 @@ class Devices(StringRoleRule):
         expression = self._device(index)
         if expression is not None:
             self.replacements[node] = expression
-            self.changed("PL101", node, f"torch.device(...) -> {cst.Module([]).code_for_node(expression)}")
+            self.changed("PL101", node, f"torch.device(...) -> {code_of(expression)}")
         self.roles[kind] = "handled"
 
     def _dot_cuda(self, original: cst.Call, node: cst.Call) -> cst.Call:
@@ -138,7 +139,7 @@ class Devices(StringRoleRule):
             else:
                 rest.append(arg.with_changes(comma=cst.MaybeSentinel.DEFAULT))
         device = self._device(index)
-        self.changed("PL101", original, f".cuda() -> .to({cst.Module([]).code_for_node(device)})")
+        self.changed("PL101", original, f".cuda() -> .to({code_of(device)})")
         return node.with_changes(func=func.with_changes(attr=cst.Name("to")), args=[cst.Arg(device), *rest])
 
     def _torch_module(self, node: cst.Attribute) -> bool:
@@ -186,11 +187,11 @@ class Devices(StringRoleRule):
         if self.target.is_vendor:
             replacement = updated_node.with_changes(attr=cst.Name(f"is_{self.target.vendor}"))
         else:
-            receiver = cst.Module([]).code_for_node(updated_node.value)
+            receiver = code_of(updated_node.value)
             replacement = self.expression(f"{receiver}.device.type == {self.target.device_type}")
             if not isinstance(self.parent(original_node), _LOOSE_PARENTS):
                 replacement = replacement.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
-        self.changed("PL101", original_node, f".is_cuda -> {cst.Module([]).code_for_node(replacement)}")
+        self.changed("PL101", original_node, f".is_cuda -> {code_of(replacement)}")
         return replacement
 
     def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:

@@ -11,7 +11,7 @@ import re
 
 import libcst as cst
 from portlayer.migrate.engine.triggers import Words
-from portlayer.migrate.rules.base import Rule
+from portlayer.migrate.rules.base import Rule, code_of
 from portlayer.migrate.rules.strings import StringNode, StringRoleRule, last_identifier
 
 BACKEND = "collective backend"
@@ -29,10 +29,6 @@ def names_a_backend(node: cst.CSTNode) -> bool:
         return last_identifier(node.func) == "get_backend"
     name = last_identifier(node)
     return name is not None and "backend" in name.lower()
-
-
-def code_of(node: cst.CSTNode) -> str:
-    return cst.Module([]).code_for_node(node)
 
 
 class CollectiveBackend(StringRoleRule):

@@ -6,12 +6,12 @@ literals are rewritten on the way back up; a matching literal found in no role i
 from __future__ import annotations
 
 import re
-from typing import ClassVar, Union
+from typing import ClassVar
 
 import libcst as cst
-from portlayer.migrate.rules.base import Rule
+from portlayer.migrate.rules.base import Rule, code_of
 
-StringNode = Union[cst.SimpleString, cst.FormattedString]
+StringNode = cst.SimpleString | cst.FormattedString
 
 
 def string_value(node: cst.CSTNode) -> str | None:
@@ -127,7 +127,7 @@ class StringRoleRule(Rule):
                 "PL405", original, f"{text!r} is not used in a position known to take a {self.ROLE_WORD}"
             )
             return updated
-        self.changed(self.CODE, original, f"{text!r} -> {cst.Module([]).code_for_node(replacement)}")
+        self.changed(self.CODE, original, f"{text!r} -> {code_of(replacement)}")
         return replacement
 
     def leave_SimpleString(self, original_node, updated_node):

@@ -13,7 +13,7 @@ import re
 import libcst as cst
 from portlayer.migrate import cuda_api
 from portlayer.migrate.engine.triggers import Words
-from portlayer.migrate.rules.base import Rule
+from portlayer.migrate.rules.base import Rule, code_of
 from portlayer.migrate.rules.strings import is_docstring, string_value
 
 _TYPE_STRING = re.compile(r"torch\.cuda\.(\w+Tensor)")
@@ -45,7 +45,7 @@ class LegacyTensorTypes(Rule):
             factory, data = "empty", None
         else:
             return
-        values = [cst.Module([]).code_for_node(data)] if data is not None else \
+        values = [code_of(data)] if data is not None else \
             [arg.value.value for arg in args] or ["0"]
         device = self.target.device
         template = f"{{torch}}.{factory}({', '.join(values)}, dtype={{torch}}.{dtype}, device={device})"

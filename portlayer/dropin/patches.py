@@ -18,9 +18,9 @@ import inspect
 import pkgutil
 import threading
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from portlayer.dropin.cuda_names import Retarget
 

@@ -10,8 +10,9 @@ drop-in exactly as it compiles code written against torch.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from types import ModuleType
-from typing import Any, Callable
+from typing import Any
 
 import torch
 import torch.jit._builtins as jit_builtins

@@ -11,9 +11,9 @@ recorded below autograd, so the forward, the backward and the optimizer's ops ar
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import torch
 

@@ -15,10 +15,10 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
-from typing import Callable
 
 import torch
 

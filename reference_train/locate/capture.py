@@ -7,8 +7,9 @@ modules on the recorded inputs; compact statistics for `dump`, which must stay s
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import torch
 from portlayer.train.locate.tree import float_leaves, tree_map

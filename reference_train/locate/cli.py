@@ -11,7 +11,7 @@ import click
 from portlayer.train.locate.capture import NoLossError
 from portlayer.train.locate.dump import DumpError
 from portlayer.train.locate.sides import parse_dtype
-from portlayer.train.locate.source import SourceError, from_factory, from_preset
+from portlayer.train.locate.source import ModelUnavailable, from_factory, from_preset
 
 
 class Unusable(click.ClickException):
@@ -63,7 +63,7 @@ def _load(preset, factory, batch_size, seq_len, seed):
         model, batch = from_factory(factory)
         # The model's class names a user model in the dump: the factory's path may differ per machine.
         return model, batch, type(model).__name__
-    except SourceError as exc:
+    except ModelUnavailable as exc:
         raise Unusable(str(exc)) from None
 
 

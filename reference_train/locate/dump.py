@@ -16,9 +16,10 @@ import hashlib
 import json
 import os
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import torch
 from portlayer.train.locate.capture import trace

@@ -9,7 +9,8 @@ See docs/parity-locate.md.
 from __future__ import annotations
 
 import copy
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 from portlayer.train.locate.capture import Call, trace

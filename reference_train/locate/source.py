@@ -13,7 +13,7 @@ from torch import nn
 from portlayer import PortlayerError
 
 
-class SourceError(ValueError):
+class ModelUnavailable(ValueError):
     """The model or batch could not be obtained; the message says why in one line."""
 
 
@@ -24,13 +24,13 @@ def from_preset(
     try:
         from portlayer.train import presets
     except ImportError as exc:
-        raise SourceError(f"presets are unavailable ({exc})") from None
+        raise ModelUnavailable(f"presets are unavailable ({exc})") from None
     try:
         preset = presets.get_preset(name)
         model = presets.build_model(preset, seed=seed, parity=True)
         batch = presets.example_batch(preset, batch_size=batch_size, seq_len=seq_len, seed=seed)
     except PortlayerError as exc:
-        raise SourceError(str(exc)) from None
+        raise ModelUnavailable(str(exc)) from None
     return model, batch
 
 
@@ -38,12 +38,12 @@ def from_factory(spec: str) -> tuple[nn.Module, Any]:
     """`pkg.module:function` or `path/to/file.py:function`; the function returns `(model, batch)`."""
     target, _, attribute = spec.rpartition(":")
     if not target or not attribute:
-        raise SourceError(f"--model expects MODULE:FUNCTION or FILE.py:FUNCTION, got {spec!r}")
+        raise ModelUnavailable(f"--model expects MODULE:FUNCTION or FILE.py:FUNCTION, got {spec!r}")
     try:
         if target.endswith(".py"):
             path = Path(target)
             if not path.is_file():
-                raise SourceError(f"{target}: no such file")
+                raise ModelUnavailable(f"{target}: no such file")
             module_spec = importlib.util.spec_from_file_location(f"_portlayer_model_{path.stem}", path)
             module = importlib.util.module_from_spec(module_spec)
             sys.modules[module_spec.name] = module
@@ -52,10 +52,10 @@ def from_factory(spec: str) -> tuple[nn.Module, Any]:
             module = importlib.import_module(target)
         factory = getattr(module, attribute)
     except ImportError as exc:
-        raise SourceError(f"cannot import {target} ({exc})") from None
+        raise ModelUnavailable(f"cannot import {target} ({exc})") from None
     except AttributeError:
-        raise SourceError(f"{target} has no {attribute!r}") from None
+        raise ModelUnavailable(f"{target} has no {attribute!r}") from None
     made = factory()
     if not (isinstance(made, tuple) and len(made) == 2 and isinstance(made[0], nn.Module)):
-        raise SourceError(f"{spec} must return (model, batch), got {type(made).__name__}")
+        raise ModelUnavailable(f"{spec} must return (model, batch), got {type(made).__name__}")
     return made
