@@ -38,7 +38,7 @@ class Memory:
     parameters: int
     gradients: int
     optimizer_state: int
-    activations: int  # tensors saved for the backward, and temporaries alive at the peak
+    activations: int  # tensors saved for the backward and temporaries (the optimizer's too) alive at the peak
     ddp_buckets: int  # DistributedDataParallel's flat gradient buckets (0 without DDP)
     buffers: int
     phase: str  # where the peak falls: "forward", "backward" or "optimizer"
@@ -50,12 +50,13 @@ class Memory:
 
     def parts(self) -> dict[str, int]:
         return {"parameters": self.parameters, "gradients": self.gradients,
-                "optimizer state": self.optimizer_state, "activations": self.activations,
+                "optimizer state": self.optimizer_state, "activations, temps": self.activations,
                 "DDP buckets": self.ddp_buckets, "buffers": self.buffers}
 
     def as_dict(self) -> dict:
-        return {**{name.replace(" ", "_").lower(): value for name, value in self.parts().items()},
-                "total": self.total, "phase": self.phase}
+        return {"parameters": self.parameters, "gradients": self.gradients,
+                "optimizer_state": self.optimizer_state, "activations": self.activations,
+                "ddp_buckets": self.ddp_buckets, "buffers": self.buffers, "total": self.total, "phase": self.phase}
 
 
 @dataclass(frozen=True)
@@ -162,7 +163,7 @@ def run_fake_step(build_model: Callable[[], torch.nn.Module], batch: Mapping[str
         optimizer = make_optimizer(model)
         tracker = _peak_tracker() if measure_memory else None
         if tracker is not None:
-            tracker.track_external(model, optimizer)
+            tracker.track_external(model, optimizer, *inputs.values())  # the batch is on the device too
             stack.enter_context(tracker)
         if ddp:
             stack.enter_context(fake_process_group(world_size=2))
@@ -202,7 +203,11 @@ def _steady_state(after_forward, after_backward, at_end, state: int, ddp_buckets
     phase = "backward" if after_backward.get("Total", 0) > after_forward.get("Total", 0) else "forward"
     training = _memory(after_backward, phase, state + after_backward.get("Optstate", 0), ddp_buckets)
     if at_end.get("Total", 0) > after_backward.get("Total", 0):
-        optimizing = _memory(at_end, "optimizer", at_end.get("Optstate", 0), ddp_buckets)
+        # MemTracker files all the optimizer step makes under optimizer state; beyond the state that stays
+        # (AdamW's moments), they are the foreach kernels' temporaries (a sqrt of every exp_avg_sq, …).
+        temporaries = at_end.get("Optstate", 0) - state
+        optimizing = _memory({**at_end, "Temp": at_end.get("Temp", 0) + temporaries}, "optimizer", state,
+                             ddp_buckets)
         if optimizing.total > training.total:
             return optimizing
     return training

@@ -73,7 +73,7 @@ class ShadowValues(TorchDispatchMode):
         kwargs = kwargs or {}
         flat, _ = tree_flatten((args, kwargs))
         tensors = [value for value in flat if isinstance(value, torch.Tensor)]
-        known = all(self._real(tensor) is not None for tensor in tensors)
+        known = not _unknowable(func) and all(self._real(tensor) is not None for tensor in tensors)
         if known and (tensors or _small_factory(func, kwargs)):
             return self._run_shadowed(func, args, kwargs)
         self._forget_written(func, args, kwargs)
@@ -136,10 +136,18 @@ def _tensors(value) -> list:
     return []
 
 
+# Ops whose result has no value to know: uninitialised memory (weights begin as `empty`, then an init fills
+# them at random) and random draws (a weight's init, dropout's mask).
+_UNINITIALISED = {"aten::empty", "aten::empty_like", "aten::empty_strided", "aten::new_empty",
+                  "aten::new_empty_strided"}
+
+
+def _unknowable(func) -> bool:
+    return torch.Tag.nondeterministic_seeded in func.tags or func._schema.name in _UNINITIALISED
+
+
 def _small_factory(func, kwargs) -> bool:
     """arange, zeros, full, …: made for real too when small (checked on the fake result first)."""
-    if torch.Tag.nondeterministic_seeded in func.tags:
-        return False  # would draw from the real generator
     if not any(str(ret.type) == "Tensor" for ret in func._schema.returns):
         return False
     device = kwargs.get("device")
