@@ -33,14 +33,18 @@ def _fail(message: str) -> None:
 class Progress:
     """One line on a terminal's stderr naming the stage and the time so far (tqdm); nothing in a pipe."""
 
-    def __init__(self) -> None:
+    def __init__(self, enabled: bool = True) -> None:
         self.bar = None
-        if sys.stderr.isatty():
+        if enabled and sys.stderr.isatty():
             from tqdm import tqdm
 
             self.bar = tqdm(total=None, file=sys.stderr, leave=False, bar_format="preflight: {desc} [{elapsed}]",
                             mininterval=0.5)
             self.bar.set_description_str(STAGES["setup"])
+
+    @classmethod
+    def off(cls) -> Progress:
+        return cls(enabled=False)
 
     def __call__(self, stage: str) -> None:
         if self.bar is not None:
@@ -49,6 +53,7 @@ class Progress:
     def close(self) -> None:
         if self.bar is not None:
             self.bar.close()
+            self.bar = None
 
 
 @click.command("preflight")
@@ -75,22 +80,25 @@ def preflight(preset, target, kernels, report_path, export_path, batch_size, seq
     """Run one training step of a preset at full size with fake tensors (forward, backward, clipping,
     optimizer, DDP), check every aten op against the target's native kernels and the peak memory per rank
     against the device's."""
-    from portlayer import preflight as engine
-
+    if not preset and not export_path:
+        _fail("pass --preset NAME (or --export-kernels FILE)")
+    if device_name and memory_size:
+        _fail("pass --device or --memory, not both")
+    progress = Progress() if not export_path else Progress.off()
     try:
+        from portlayer import preflight as engine  # torch: the first seconds the stage line covers
+
         if export_path:
             count = engine.export_kernels(target, export_path)
             click.echo(f"{export_path}: {count} ops with a {target} kernel")
             return
-        if not preset:
-            _fail("pass --preset NAME (or --export-kernels FILE)")
-        if device_name and memory_size:
-            _fail("pass --device or --memory, not both")
         capacity = _capacity(device_name, memory_size)
         source, unchecked = _kernel_source(engine, target, kernels)
-        result = _run(preset, batch_size, seq_len, overrides, precision, ddp, capacity)
+        result = _run(preset, batch_size, seq_len, overrides, precision, ddp, capacity, progress)
     except PortlayerError as exc:
+        progress.close()
         _fail(str(exc))
+    progress.close()
     report = engine.Report.build(result.step.recording, source) if source is not None else None
     if output_format == "text":
         if verbose and report is not None:
@@ -147,21 +155,17 @@ class _Result:
         return None if self.capacity is None else self.step.memory.total <= self.capacity
 
 
-def _run(preset, batch_size, seq_len, overrides, precision, ddp, capacity) -> _Result:
+def _run(preset, batch_size, seq_len, overrides, precision, ddp, capacity, progress) -> _Result:
     from portlayer.train import preflight_plan as plan
 
-    progress = Progress()
-    try:
-        shape = plan.resolved(plan.Shape(preset, batch_size, seq_len, dict(map(plan.parse_override, overrides)),
-                                         precision, ddp))
-        step, config = plan.fake_preset_step(shape, progress=progress)
-        suggestions = []
-        if capacity is not None and step.memory.total > capacity[0]:
-            progress("suggest")
-            suggestions = plan.suggestions(shape, config, step.memory, capacity[0],
-                                           lambda other: plan.fake_preset_step(other)[0].memory)
-    finally:
-        progress.close()
+    shape = plan.resolved(plan.Shape(preset, batch_size, seq_len, dict(map(plan.parse_override, overrides)),
+                                     precision, ddp))
+    step, config = plan.fake_preset_step(shape, progress=progress)
+    suggestions = []
+    if capacity is not None and step.memory.total > capacity[0]:
+        progress("suggest")
+        suggestions = plan.suggestions(shape, config, step.memory, capacity[0],
+                                       lambda other: plan.fake_preset_step(other)[0].memory)
     return _Result(shape, config, step, capacity, suggestions)
 
 

@@ -111,3 +111,20 @@ def test_unusable_input_is_one_line_and_exit_2(args, message, tmp_path, monkeypa
     assert result.exit_code == 2
     assert message in result.output and "Traceback" not in result.output
     assert not (tmp_path / "out.txt").exists()
+
+
+def test_progress_names_the_stage_on_a_terminal_only(monkeypatch):
+    import io
+
+    from portlayer.train.preflight_cli import Progress
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    for stream, shown in ((Terminal(), True), (io.StringIO(), False)):
+        monkeypatch.setattr("sys.stderr", stream)
+        progress = Progress()
+        progress("backward")
+        progress.close()
+        assert ("preflight: backward" in stream.getvalue()) is shown
