@@ -177,8 +177,8 @@ def _render_text(report, unchecked, result: _Result) -> str:
         f"ops: {len(result.step.recording.ops)} recorded, not checked: {unchecked}"]
     lines.append(f"memory per rank ({result.shape.describe(result.config)}), peak in the {memory.phase}:")
     for name, size in memory.parts().items():
-        lines.append(f"  {name:<16} {format_bytes(size):>12}")
-    lines.append(f"  {'total':<16} {format_bytes(memory.total):>12}")
+        lines.append(f"  {name:<18} {format_bytes(size):>12}")
+    lines.append(f"  {'total':<18} {format_bytes(memory.total):>12}")
     if result.capacity is not None:
         spare = result.capacity - memory.total
         if spare < 0:
