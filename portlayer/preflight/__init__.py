@@ -5,8 +5,9 @@
     print(report.render())          # missing ops with count, dtypes and origin; dtype risks; the verdict
     report.exit_code                # 0 all native, 1 something would fall back to the cpu or fail
 
-The step runs once on the model's own device (the cpu, or the meta device where the model supports it),
-recorded below autograd, so the forward, the backward and the optimizer's ops are all seen.
+`check` runs the step once on the model's own device, recorded below autograd, so the forward, the backward
+and the optimizer's ops are all seen. `fake_step.run_fake_step` runs it at any size with fake tensors
+instead (nothing computed or allocated), for the same recording plus the peak memory per rank.
 """
 
 from __future__ import annotations

@@ -16,5 +16,7 @@ def device_generic(op: str) -> str:
     return CPU_VARIANTS.get(op, op)
 
 
-# Namespaces of ops that mark time or scopes rather than compute (record_function's enter and exit).
-BOOKKEEPING_NAMESPACES = ("profiler::",)
+# Namespaces of ops that are not compute kernels: record_function's enter and exit (profiler), a fake
+# tensor's metadata queries (prim::device), and collectives, which the collective backend (hccl, mccl)
+# runs rather than an aten kernel (c10d::broadcast_ of DDP's buffers).
+BOOKKEEPING_NAMESPACES = ("profiler::", "prim::", "c10d::")
