@@ -91,7 +91,8 @@ CODES: dict[str, Code] = {
     "PL404": Code("extension", "error", "load_inline with cuda_sources",
                   "port the kernels to the vendor's toolchain, or provide a torch fallback"),
     "PL405": Code("device", "warning", "device or backend string not provably used as a device",
-                  "use `portlayer.device(...)`, `portlayer.device_type()` or `portlayer.dist_backend()` here"),
+                  "use the target's device, device type or collective here, as the printed hint spells them "
+                  "(neutral: `portlayer.device(i)`, `portlayer.device_type()`, `portlayer.dist_backend()`)"),
     "PL406": Code("tensor-type", "warning", "legacy CUDA tensor type cannot be converted safely",
                   "use `torch.tensor(data, dtype=..., device=...)` or `torch.empty(size, dtype=..., device=...)`"),
     "PL407": Code("distributed", "warning", "DDP output_device differs from device_ids",

@@ -156,9 +156,14 @@ def _plain_imports(tree: ast.Module) -> set[str]:
 
 
 def _insert(code: str, tree: ast.Module, modules: list[str]) -> str:
-    """`import module` lines after the docstring and the imports that open the module (before its first
-    statement if it opens with neither), set off by a blank line from the code that follows."""
+    """`import module` lines where isort (ruff's I001) puts them: in the third-party block that imports
+    torch, among its `import x` lines in alphabetical order; without such a block, after the docstring
+    and the imports that open the module (before its first statement if it opens with neither), set off
+    by a blank line from the code that follows."""
     groups = line_groups(tree.body)
+    block = _torch_block(groups)
+    if block is not None:
+        return _insert_sorted(code, block, modules)
     at = 1 if groups and _is_docstring(groups[0]) else 0
     position = at
     while position < len(groups) and all(isinstance(s, (ast.Import, ast.ImportFrom)) for s in groups[position]):
@@ -185,3 +190,50 @@ def _is_docstring(group: list[ast.stmt]) -> bool:
         and isinstance(group[0].value, ast.Constant)
         and isinstance(group[0].value.value, str)
     )
+
+
+def _top_module(statement: ast.stmt) -> str | None:
+    if isinstance(statement, ast.Import):
+        return statement.names[0].name.split(".")[0]
+    if isinstance(statement, ast.ImportFrom) and not statement.level and statement.module:
+        return statement.module.split(".")[0]
+    return None
+
+
+def _torch_block(groups: list[list[ast.stmt]]) -> list[ast.stmt] | None:
+    """The run of import statements, one a line with nothing between them, that has a torch import."""
+    blocks: list[list[ast.stmt]] = []
+    for group in groups:
+        if len(group) != 1 or not isinstance(group[0], (ast.Import, ast.ImportFrom)):
+            if group and not _is_docstring(group):
+                break  # only the imports that open the module
+            continue
+        statement = group[0]
+        if blocks and blocks[-1][-1].end_lineno + 1 == statement.lineno:
+            blocks[-1].append(statement)
+        else:
+            blocks.append([statement])
+    return next((block for block in blocks if any(_top_module(s) == "torch" for s in block)), None)
+
+
+def _insert_sorted(code: str, block: list[ast.stmt], modules: list[str]) -> str:
+    """Each `import module` before the first `import x` of `block` that sorts after it, else after the
+    block's last `import x` (isort puts `import x` lines before `from x import y` ones)."""
+    lines = source_lines(code)
+    newline = newline_of(code)
+    plain = [s for s in block if isinstance(s, ast.Import)]
+    at: dict[int, list[str]] = {}
+    for module in modules:
+        after = next((s for s in plain if s.names[0].name.lower() > module.lower()), None)
+        if after is not None:
+            line = after.lineno
+        elif plain:
+            line = plain[-1].end_lineno + 1
+        else:
+            line = block[0].lineno
+        at.setdefault(line, []).append(f"import {module}{newline}")
+    for line in sorted(at, reverse=True):
+        if line - 2 >= 0 and line - 2 < len(lines) and not lines[line - 2].endswith(("\n", "\r")):
+            lines[line - 2] += newline
+        lines[line - 1:line - 1] = at[line]
+    return "".join(lines)

@@ -185,12 +185,12 @@ class Rule(cst.CSTTransformer):
         if needs_runtime and self.target.runtime_import is not None:
             self.imports.added.add(self.target.runtime_import)
 
-    def report(self, code: str, node: cst.CSTNode, message: str | None = None) -> None:
+    def report(self, code: str, node: cst.CSTNode, message: str | None = None, hint: str | None = None) -> None:
         if self.excluded(node):
             return
         row = CODES[code]
         line, col = self.position(node)
-        self.diagnostics.append(Diagnostic(code, line, col, message or row.title, row.hint, row.severity))
+        self.diagnostics.append(Diagnostic(code, line, col, message or row.title, hint or row.hint, row.severity))
 
     # -- building code ------------------------------------------------------------------------------
 

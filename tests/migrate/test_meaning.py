@@ -118,3 +118,54 @@ def test_one_change_per_edit(target):
     """`torch.device("cuda")` is one edit: no second, phantom `'cuda' -> "cuda"` (the counts are a report)."""
     result = migrate_source('import torch\nd = torch.device("cuda")\n', target)
     assert [c.code for c in result.changes if c.code != "PL110"] == ["PL101"]
+
+
+SORTED_SOURCES = {
+    "sections.py": '"""Doc."""\nimport os\nimport sys\n\nimport numpy as np\nimport torch\n'
+                   'import torch.distributed as dist\nfrom torch import nn\n\nfrom .model import Net\n\n'
+                   'torch.cuda.synchronize()\ndist.init_process_group("nccl")\n',
+    "free_torch.py": 'import os\n\nimport torch.nn as nn\nimport yaml\nfrom torch.utils.data import DataLoader\n\n'
+                     't = torch.cuda.is_available()\n',
+}
+
+
+@pytest.mark.parametrize("target", ("neutral", "torch", "npu", "musa"))
+def test_added_imports_are_sorted_into_the_third_party_group(target, tmp_path):
+    """ruff's isort (I001) finds the migrated files as sorted as their originals were."""
+    import subprocess
+    import sys
+
+    for name, source in SORTED_SOURCES.items():
+        (tmp_path / name).write_text(migrate_source(source, target).code)
+    # Run where the files are: ruff takes the folder it runs in as the first-party code.
+    checked = subprocess.run([sys.executable, "-m", "ruff", "check", "--isolated", "--select", "I001",
+                              *SORTED_SOURCES], cwd=tmp_path, capture_output=True, text=True)
+    assert checked.returncode == 0, checked.stdout
+
+
+def test_diff_of_an_absolute_path_has_a_valid_header(tmp_path):
+    """`--diff /abs/path.py`: `a/abs/path.py`, not `a//abs/path.py`; `patch -p1` from / applies it."""
+    import shutil
+    import subprocess
+
+    from portlayer.migrate.job import unified_diff
+
+    script = tmp_path / "train.py"
+    script.write_text("import torch\ntorch.cuda.synchronize()\n")
+    patch = unified_diff(str(script), script.read_text(), migrate_source(script.read_text()).code)
+    assert patch.splitlines()[:2] == [f"--- a{script}", f"+++ b{script}"]
+    if shutil.which("patch"):
+        applied = subprocess.run(["patch", "-p1", "-d", "/"], input=patch, text=True, capture_output=True)
+        assert applied.returncode == 0, applied.stdout + applied.stderr
+        assert script.read_text() == migrate_source("import torch\ntorch.cuda.synchronize()\n").code
+
+
+@pytest.mark.parametrize(("target", "says", "never"), [
+    ("neutral", "portlayer.device(i)", "torch.accelerator"),
+    ("torch", "torch.accelerator.current_accelerator(check_available=True)", "portlayer"),
+    ("npu", '`"npu:N"`', "portlayer"),
+    ("musa", '`"mccl"`', "portlayer"),
+])
+def test_the_hint_for_an_unconverted_device_string_is_in_the_targets_own_terms(target, says, never):
+    (diagnostic,) = migrate_source("gpus = ['cuda:0']\n", target).diagnostics
+    assert diagnostic.code == "PL405" and says in diagnostic.hint and never not in diagnostic.hint
