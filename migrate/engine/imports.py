@@ -16,6 +16,7 @@ import libcst as cst
 from portlayer.migrate.engine.analysis import (
     ImportSpec,
     first_line,
+    line_group,
     line_groups,
     newline_of,
     parse_python,
@@ -38,6 +39,9 @@ class ImportPlan:
             removed = _remove_unused(code, tree, self.released)
             if removed != code:
                 code, tree = removed, parse_python(removed)
+        removed = _remove_unused_nested(code, tree)
+        if removed != code:
+            code, tree = removed, parse_python(removed)
         plain = _plain_imports(tree)
         missing = [name for name in sorted(self.added, key=_rank) if name not in plain]
         return (_insert(code, tree, missing) if missing else code), missing
@@ -99,6 +103,70 @@ def _remove_unused(code: str, tree: ast.Module, released: set[ImportSpec]) -> st
     for start, end, text in reversed(replaced):
         lines[start - 1 : end] = [text]
     return "".join(lines)
+
+
+def _remove_unused_nested(code: str, tree: ast.Module) -> str:
+    """Imports from torch.cuda inside functions, classes and blocks (detectron2's function-level
+    `from torch.cuda.amp import GradScaler`) whose names nothing reads any more after the rewrite: the
+    names go, the statement too when none is left (`pass` where the block would be empty)."""
+    candidates = [(scope, body, index) for scope, body in _nested_bodies(tree) for index, statement in enumerate(body)
+                  if _imports_from_torch_cuda(statement) and line_group(body, index) == (index, index)]
+    if not candidates:
+        return code
+    used_in: dict[int, set[str]] = {}
+    lines = source_lines(code)
+    newline = newline_of(code)
+    edits: list[tuple[int, int, str]] = []
+    emptied: dict[int, int] = {}  # id(body) -> statements removed from it
+    for scope, body, index in candidates:
+        statement = body[index]
+        # An import binds its names in its function (or class): only reads there can use them.
+        used = used_in.setdefault(id(scope), _used_names(scope))
+        kept = [alias for alias in statement.names if _bound(statement, alias) in used]
+        if len(kept) == len(statement.names):
+            continue
+        indent = lines[statement.lineno - 1][: statement.col_offset]
+        text = ""
+        if kept:
+            statement = type(statement)(**{**vars(statement), "names": kept})
+            text = indent + ast.unparse(statement) + newline
+        else:
+            emptied[id(body)] = emptied.get(id(body), 0) + 1
+            if emptied[id(body)] == len(body):
+                text = indent + "pass" + newline  # the block's last statement: keep it a block
+        edits.append((statement.lineno, body[index].end_lineno, text))
+    for start, end, text in sorted(edits, reverse=True):
+        lines[start - 1 : end] = [text]
+    return "".join(lines)
+
+
+def _nested_bodies(tree: ast.Module):
+    """Every statement list below the module's own, with the function, class or module it belongs to."""
+    stack: list[tuple[ast.AST, ast.AST]] = [(tree, tree)]
+    while stack:
+        node, scope = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            scope = node
+        if node is not tree:
+            for name in ("body", "orelse", "finalbody"):
+                body = getattr(node, name, None)
+                if isinstance(body, list) and body and isinstance(body[0], ast.stmt):
+                    yield scope, body
+        stack.extend((child, scope) for child in ast.iter_child_nodes(node))
+
+
+def _imports_from_torch_cuda(statement: ast.stmt) -> bool:
+    if isinstance(statement, ast.ImportFrom):
+        module = statement.module or ""
+        return not statement.level and (module == "torch.cuda" or module.startswith("torch.cuda."))
+    return isinstance(statement, ast.Import) and all(
+        alias.asname and alias.name.startswith("torch.cuda") for alias in statement.names)
+
+
+def _bound(statement: ast.stmt, alias: ast.alias) -> str:
+    if isinstance(statement, ast.Import):
+        return alias.asname or alias.name.split(".")[0]
+    return alias.asname or alias.name
 
 
 def _specs(statements: list[ast.stmt]):

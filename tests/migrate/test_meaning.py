@@ -169,3 +169,11 @@ def test_diff_of_an_absolute_path_has_a_valid_header(tmp_path):
 def test_the_hint_for_an_unconverted_device_string_is_in_the_targets_own_terms(target, says, never):
     (diagnostic,) = migrate_source("gpus = ['cuda:0']\n", target).diagnostics
     assert diagnostic.code == "PL405" and says in diagnostic.hint and never not in diagnostic.hint
+
+
+def test_a_function_level_import_the_rewrite_left_unused_goes_and_its_block_stays_a_block():
+    source = ("import torch\n\n\ndef step(model, x):\n    try:\n        from torch.cuda.amp import autocast\n"
+              "    except ImportError:\n        return model(x)\n    with autocast():\n        return model(x)\n")
+    code = migrate_source(source).code
+    assert "torch.cuda" not in code and "    try:\n        pass\n    except ImportError:" in code
+    compile(code, "<migrated>", "exec")
