@@ -109,6 +109,9 @@ CODES: dict[str, Code] = {
     "PL411": Code("api", "info", "code already dispatches per backend: left as is",
                   "its CUDA branch runs only where its own test picks CUDA; add a branch for the target if "
                   "the chain lacks one"),
+    "PL412": Code("device", "warning", "an int given as a device means a CUDA device",
+                  "give the target's device for the index (neutral: `portlayer.device(i)`); where the value is "
+                  "provably an int (`int(...)`, a parameter annotated `int`) the codemod converts it"),
     "PL501": Code("dtype", "warning", "float64 on a backend without native float64",
                   "use float32 on the device; keep float64 on the host (cpu) if needed"),
     # PL6xx: environment variables and shell scripts.

@@ -131,7 +131,10 @@ _TABLE = {
         runtime_import=None,
         device_type=_ACCELERATOR_TYPE,
         device=_ACCELERATOR,
-        indexed_device="{torch}.device(" + _ACCELERATOR_TYPE + ", {index})",
+        # No index on the cpu: torch.load cannot map storages to "cpu:0".
+        indexed_device="({torch}.device({torch}.accelerator.current_accelerator().type, {index}) "
+                       'if {torch}.accelerator.is_available() else {torch}.device("cpu"))',
+
         dist_backend="{torch}.distributed.get_default_backend_for_device(" + _ACCELERATOR + ")",
         mirrored="{torch}.get_device_module().{name}",
         device_module="{torch}.get_device_module()",

@@ -46,6 +46,10 @@ class FileContext:
     file_line: Callable[[int], int | None]  # a line of the code the rules see -> the file's
     # The file's line of an optional import (try/except ImportError, under an `if`) -> why it is optional.
     optional_imports: Mapping[int, str] = field(default_factory=dict)
+    # One step of data flow (`portlayer.migrate.dataflow`): names that hold an int device index, and the
+    # file's lines of `name = "cuda..."` whose name is read only as a device.
+    int_names: frozenset[str] = frozenset()
+    device_string_lines: frozenset[int] = frozenset()
 
 
 class Rule(cst.CSTTransformer):

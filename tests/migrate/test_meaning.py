@@ -177,3 +177,37 @@ def test_a_function_level_import_the_rewrite_left_unused_goes_and_its_block_stay
     code = migrate_source(source).code
     assert "torch.cuda" not in code and "    try:\n        pass\n    except ImportError:" in code
     compile(code, "<migrated>", "exec")
+
+
+DDP_TUTORIAL_SHAPE = '''
+import os
+import torch
+
+
+class Trainer:
+    def __init__(self, model, snapshot_path):
+        self.gpu_id = int(os.environ.get("LOCAL_RANK", "0"))
+        self.model = model.to(self.gpu_id)
+        self.snapshot_path = snapshot_path
+
+    def save(self):
+        torch.save({"weight": self.model.weight}, self.snapshot_path)
+
+    def resume(self):
+        loc = f"cuda:{self.gpu_id}"
+        return torch.load(self.snapshot_path, map_location=loc)
+
+    def batch(self, source):
+        return source.to(self.gpu_id)
+'''
+
+
+@pytest.mark.parametrize("target", RUN_TARGETS)
+def test_an_int_gpu_id_and_a_map_location_string_place_on_the_active_backend(target, tmp_path):
+    ran = run_migrated(DDP_TUTORIAL_SHAPE, target)
+    trainer = ran["Trainer"](torch.nn.Linear(2, 2), tmp_path / "snapshot.pt")
+    trainer.save()
+    assert trainer.resume()["weight"].device.type == "cpu"
+    assert trainer.batch(torch.ones(1)).device.type == "cpu"
+    assert isinstance(trainer.gpu_id, int)
+    assert [c.code for c in migrate_source(DDP_TUTORIAL_SHAPE, target).changes if c.code == "PL101"] == ["PL101"] * 3
