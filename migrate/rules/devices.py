@@ -353,7 +353,26 @@ class Devices(StringRoleRule):
         return self.replacements.get(original_node, updated_node)
 
     def leave_BinaryOperation(self, original_node, updated_node) -> cst.BaseExpression:
-        return self.replacements.get(original_node, updated_node)
+        if original_node in self.replacements:
+            return self.replacements[original_node]
+        return self._placement_count(original_node, updated_node)
+
+    def _placement_count(self, original: cst.BinaryOperation, node: cst.BinaryOperation) -> cst.BaseExpression:
+        """`rank % <device_count()>` picks a device: at least 1 there, where the count of accelerators is 0
+        on the cpu (the API rule has already converted `torch.cuda.device_count()`)."""
+        right = node.right
+        if (self.target.is_vendor or not isinstance(node.operator, (cst.Modulo, cst.FloorDivide))
+                or not isinstance(right, cst.Call) or right.args or self.excluded(original)):
+            return node
+        counted = cst.Module([]).code_for_node(right.func)
+        if counted not in ("portlayer.device_count", f"{self.context.module.torch_alias or 'torch'}.accelerator.device_count"):
+            return node
+        bounded = cst.Call(cst.Name("max"), [cst.Arg(right.with_changes(lpar=[], rpar=[]),
+                                                     comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))),
+                                             cst.Arg(cst.Integer("1"))])
+        self.changed("PL101", original, f"% {counted}() -> % max({counted}(), 1): a device index on the cpu too",
+                     needs_runtime=False)
+        return node.with_changes(right=bounded)
 
     def leave_Comparison(self, original_node, updated_node) -> cst.BaseExpression:
         return self.replacements.get(original_node, updated_node)

@@ -87,13 +87,14 @@ if torch.cuda.is_available():
     graph = torch.cuda.CUDAGraph()
     warnings.warn("You have a CUDA device, so use it")
 count = torch.cuda.device_count()
+device_id = 3 % torch.cuda.device_count()  # the DDP tutorial's placement: a device index on the cpu too
 '''
 
 
 @pytest.mark.parametrize("target", RUN_TARGETS)
 def test_is_available_guarding_accelerator_only_code_keeps_its_meaning(target):
     ran = run_migrated(GUARDED, target)
-    assert (ran["cuda_kwargs"], ran["graph"], ran["warned"], ran["count"]) == ({}, None, [], 0)
+    assert (ran["cuda_kwargs"], ran["graph"], ran["warned"], ran["count"], ran["device_id"]) == ({}, None, [], 0, 0)
     assert "PL402" in [d.code for d in migrate_source(GUARDED, target).diagnostics]
 
 
