@@ -9,7 +9,7 @@
 `environment(vendor)` is a copy of `os.environ` in which `import torch_npu` (or `torch_musa`) loads the
 stand-in plugin (tests/fake_plugins/): tensors live on `npu:N` / `musa:N` and compute on the cpu, the
 collective `hccl` / `mccl` runs gloo underneath. Only that vendor's plugin is importable, so portlayer's
-probe finds it with PORTLAYER_BACKEND unset (any PORTLAYER_* / FAKE_* variable of the caller is dropped).
+probe finds it with PORTLAYER_BACKEND unset (the caller's PORTLAYER_BACKEND and FAKE_* variables are dropped).
 The host has `devices` devices (2 by default, one per torchrun rank); the vendor's visible-devices variable
 (ASCEND_RT_VISIBLE_DEVICES, MUSA_VISIBLE_DEVICES) picks among them as on the real hardware.
 
@@ -44,7 +44,11 @@ def environment(vendor: str, base: dict | None = None, *, devices: int = 2) -> d
     """A subprocess environment in which the stand-in `vendor` device ("npu" or "musa") is installed."""
     if vendor not in VENDORS:
         raise ValueError(f"no stand-in for {vendor!r}; choose one of {', '.join(VENDORS)}")
-    env = {k: v for k, v in (os.environ if base is None else base).items() if not k.startswith(("PORTLAYER_", "FAKE_"))}
+    env = {
+        k: v
+        for k, v in (os.environ if base is None else base).items()
+        if k != "PORTLAYER_BACKEND" and not k.startswith("FAKE_")
+    }
     existing = [entry for entry in env.get("PYTHONPATH", "").split(os.pathsep) if entry]
     env["PYTHONPATH"] = os.pathsep.join([*plugin_path(vendor), str(REPO), *existing])
     env[f"FAKE_{vendor.upper()}_DEVICE_COUNT"] = str(devices)
