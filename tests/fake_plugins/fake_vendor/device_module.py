@@ -236,7 +236,6 @@ def build(module: types.ModuleType, vendor: Vendor, device_count: int) -> dict:
         # What torch.autocast and torch's RNG seeding ask a privateuse1 module for.
         "get_amp_supported_dtype": lambda: [torch.float16, torch.bfloat16],
         "is_initialized": lambda: True,
-        "init": nothing,
         "_lazy_init": nothing,
         "_is_in_bad_fork": lambda: False,
     }
