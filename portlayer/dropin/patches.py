@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from portlayer.dropin import user_line
 from portlayer.dropin.cuda_names import Retarget
 
 
@@ -136,6 +137,9 @@ class Patch:
     build: Callable[[Any, Retarget], Any]
     # Needed only where there is no accelerator at all (the cpu backend).
     host_only: bool = False
+    # Others swap it too, and put theirs back (`warnings.catch_warnings` does): `unpatch` restores the
+    # original only where ours is still in place, and says nothing otherwise.
+    shared: bool = False
 
     @property
     def name(self) -> str:
@@ -168,6 +172,12 @@ PATCHES = (
     Patch("torch.nn:Module", "cuda", _module_cuda),
     Patch("torch:Tensor", "pin_memory", _tensor_pin_memory, host_only=True),
     Patch("builtins", "__import__", _import_keeping_dropin),
+    Patch(
+        "warnings",
+        "showwarning",
+        lambda original, retarget: user_line.showing_user_line(original),
+        shared=True,
+    ),
     Patch("torch:Tensor", "to", _to),
     Patch("torch.nn:Module", "to", _to),
 )
@@ -218,9 +228,11 @@ def unpatch() -> None:
         for done in reversed(_applied):
             if vars(done.owner).get(done.patch.attribute) is not done.replacement:
                 # Someone patched it again after us: putting ours back would throw theirs away.
-                warnings.warn(
-                    f"portlayer.unpatch: {done.patch.name} was replaced since; left as it is", stacklevel=2
-                )
+                if not done.patch.shared:
+                    warnings.warn(
+                        f"portlayer.unpatch: {done.patch.name} was replaced since; left as it is",
+                        stacklevel=user_line.stacklevel(),
+                    )
             elif done.before is _ABSENT:
                 delattr(done.owner, done.patch.attribute)
             else:

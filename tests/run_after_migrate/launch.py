@@ -81,7 +81,9 @@ def environment(target: Target) -> dict:
 
 def start(script: Path, args: list[str], target: Target, nproc: int | None) -> subprocess.Popen:
     """The program in one plain process (`nproc=None`) or under `torchrun --nproc_per_node NPROC`."""
-    launcher = [] if nproc is None else ["-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}"]
+    launcher = (
+        [] if nproc is None else ["-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}"]
+    )
     # A session of its own, so that a rank stuck at exit is ended with its launcher (killpg below).
     return subprocess.Popen(
         [sys.executable, *launcher, str(script), *args],

@@ -77,6 +77,8 @@ def test_ported_program_trains_in_one_process_and_under_torchrun(program: Progra
         what = f"{program} ({target}, {mode})"
         assert_trains(losses(output), what)
         for line in program.says:
-            assert line.format(device_type=target.device_type) in output, f"{what}: no {line!r}\n{output[-3000:]}"
+            assert line.format(device_type=target.device_type) in output, (
+                f"{what}: no {line!r}\n{output[-3000:]}"
+            )
         for text in program.never_says:
             assert text not in output, f"{what}: printed {text!r}\n{output[-3000:]}"

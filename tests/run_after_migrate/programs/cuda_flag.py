@@ -106,7 +106,9 @@ def train():
 
 for epoch in range(1, args.epochs + 1):
     val_loss = evaluate(train_data)
-    print(f"| epoch {epoch:3d} | valid loss {val_loss:5.3f} | valid ppl {math.exp(val_loss):8.2f}", flush=True)
+    print(
+        f"| epoch {epoch:3d} | valid loss {val_loss:5.3f} | valid ppl {math.exp(val_loss):8.2f}", flush=True
+    )
     train()
 
 with open(args.save, "wb") as f:

@@ -23,7 +23,7 @@ from transformers import (
 
 out_dir = sys.argv[1] if len(sys.argv) > 1 else "out"
 tokenizer_dir = os.path.join(out_dir, "tokenizer")
-words = "the cat sat on a mat and the dog lay by the door".split()
+words = ["the", "cat", "sat", "on", "a", "mat", "and", "the", "dog", "lay", "by", "the", "door"]
 
 if not os.path.exists(os.path.join(tokenizer_dir, "tokenizer.json")):
     vocab = {w: i for i, w in enumerate(["<pad>", "<eos>", *dict.fromkeys(words)])}
@@ -35,12 +35,19 @@ tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
 
 lines = [" ".join(words[i:] + words[:i]) for i in range(len(words))] * 8
 dataset = Dataset.from_dict({"text": lines}).map(
-    lambda batch: tokenizer(batch["text"], truncation=True, max_length=16), batched=True, remove_columns=["text"]
+    lambda batch: tokenizer(batch["text"], truncation=True, max_length=16),
+    batched=True,
+    remove_columns=["text"],
 )
 
 config = GPT2Config(
-    vocab_size=len(tokenizer), n_positions=32, n_embd=32, n_layer=1, n_head=2,
-    bos_token_id=tokenizer.eos_token_id, eos_token_id=tokenizer.eos_token_id,
+    vocab_size=len(tokenizer),
+    n_positions=32,
+    n_embd=32,
+    n_layer=1,
+    n_head=2,
+    bos_token_id=tokenizer.eos_token_id,
+    eos_token_id=tokenizer.eos_token_id,
 )
 model = GPT2LMHeadModel(config)
 
