@@ -67,6 +67,12 @@ CODES: dict[str, Code] = {
                   "use `portlayer.mem_get_info()` / `get_device_properties()` or the vendor's SMI tool"),
     "PL210": Code("library", "warning", "pycuda is CUDA-only",
                   "use torch tensors and the device module's streams"),
+    "PL211": Code("library", "warning", "nvidia_resiliency_ext is CUDA-only",
+                  "use torchrun's elastic restarts (`--max-restarts`) and `torch.distributed.checkpoint`, or "
+                  "the vendor's own fault-tolerance tooling"),
+    "PL212": Code("library", "warning", "package of CUDA kernels",
+                  "keep a torch fallback for the target (the model's stock layers), or the vendor's port of "
+                  "the package"),
     # PL3xx: cuDNN and CUDA backend flags.
     "PL301": Code("flags", "warning", "cudnn.deterministic makes only cuDNN deterministic",
                   "use `portlayer.set_deterministic(True)` (neutral) or "
@@ -99,6 +105,9 @@ CODES: dict[str, Code] = {
     "PL410": Code("distributed", "warning", "torch.cuda.nccl is NCCL-only",
                   "use torch.distributed collectives, whose backend the migration sets for the target"),
     # PL5xx: dtype risks.
+    "PL411": Code("api", "info", "code already dispatches per backend: left as is",
+                  "its CUDA branch runs only where its own test picks CUDA; add a branch for the target if "
+                  "the chain lacks one"),
     "PL501": Code("dtype", "warning", "float64 on a backend without native float64",
                   "use float32 on the device; keep float64 on the host (cpu) if needed"),
     # PL6xx: environment variables and shell scripts.

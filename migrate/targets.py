@@ -17,7 +17,14 @@ from portlayer.environment import aliases
 
 TARGETS = ("neutral", "torch", "npu", "musa")
 
-_ACCELERATOR = "{torch}.accelerator.current_accelerator()"
+# Placement on the torch target: the accelerator found at run time, else the cpu (`current_accelerator()`
+# alone is None on a cpu-only build and, on a CUDA build without a GPU, names the absent GPU).
+# `check_available` needs torch 2.7, torch.accelerator's memory functions 2.9: the target's floor.
+_ACCELERATOR = '{torch}.accelerator.current_accelerator(check_available=True) or {torch}.device("cpu")'
+_ACCELERATOR_TYPE = "(" + _ACCELERATOR + ").type"
+# "Is this the accelerator?" (`== "cuda"`, `"cuda" in device`, `.is_cuda`): no where there is none.
+_QUESTION = "{torch}.accelerator.is_available() and {value} == {torch}.accelerator.current_accelerator().type"
+_QUESTION_IN = "{torch}.accelerator.is_available() and {torch}.accelerator.current_accelerator().type in {value}"
 
 
 @dataclass(frozen=True)
@@ -43,6 +50,11 @@ class Target:
     # torch.backends.cudnn flag -> the vendor's equivalent expression.
     cudnn_flags: Mapping[str, str] = field(default_factory=dict)
     float64_native: bool = True
+    # "Is `{value}` the accelerator?" for a device type or device (`==`), a device string (`in`) and a
+    # tensor (`.is_cuda`); None: the vendor's literal answers it (`device_type == "npu"`, `x.is_npu`).
+    question: str | None = None
+    question_in: str | None = None
+    question_tensor: str | None = None
 
     @property
     def is_vendor(self) -> bool:
@@ -99,16 +111,22 @@ _TABLE = {
         dist_backend="portlayer.dist_backend()",
         mirrored="portlayer.{name}",
         device_module="portlayer.device_module()",
+        question="portlayer.is_accelerator({value})",
+        question_in="portlayer.is_accelerator({value})",
+        question_tensor="portlayer.is_accelerator({value})",
     ),
     "torch": Target(
         name="torch",
         runtime_import=None,
-        device_type=_ACCELERATOR + ".type",
+        device_type=_ACCELERATOR_TYPE,
         device=_ACCELERATOR,
-        indexed_device="{torch}.device(" + _ACCELERATOR + ".type, {index})",
+        indexed_device="{torch}.device(" + _ACCELERATOR_TYPE + ", {index})",
         dist_backend="{torch}.distributed.get_default_backend_for_device(" + _ACCELERATOR + ")",
         mirrored="{torch}.get_device_module().{name}",
         device_module="{torch}.get_device_module()",
+        question=_QUESTION,
+        question_in=_QUESTION_IN,
+        question_tensor=_QUESTION.replace("{value}", "{value}.device.type"),
     ),
     "npu": _vendor("npu"),
     # torch_musa's muDNN switches carry cuDNN's names.

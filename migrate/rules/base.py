@@ -4,8 +4,8 @@ changes and diagnostics with their positions in the input."""
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import ClassVar
 
 import libcst as cst
@@ -44,6 +44,8 @@ class FileContext:
     module: ModuleImports
     scopes: Scope
     file_line: Callable[[int], int | None]  # a line of the code the rules see -> the file's
+    # The file's line of an optional import (try/except ImportError, under an `if`) -> why it is optional.
+    optional_imports: Mapping[int, str] = field(default_factory=dict)
 
 
 class Rule(cst.CSTTransformer):
