@@ -2,26 +2,28 @@
 torchrun, and reads the losses it prints.
 
 A target is a way to turn a CUDA training program into one that runs here: `portlayer migrate --target T`
-(neutral, torch, later the vendors' on their fake devices) or the one-line drop-in. Adding a target is
+(neutral, torch, and the vendors' npu and musa on the stand-in device that computes) or the one-line drop-in. Adding a target is
 adding one `Target` to `TARGETS`: its name, how it prepares the copied program, the environment its runs
 need and the device type the program must end up on.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import re
 import signal
 import subprocess
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 from click.testing import CliRunner
 
 from portlayer.cli import cli
+from tests import fake_device
 
 PROGRAMS = Path(__file__).resolve().parent / "programs"
 TIMEOUT_S = 300
@@ -53,29 +55,42 @@ def through_dropin(path: Path) -> None:
     path.write_text(ported)
 
 
+def _host(base: dict) -> dict:
+    """This machine as it is: no accelerator, so portlayer selects the cpu."""
+    return {k: v for k, v in base.items() if not k.startswith(("PORTLAYER_", "FAKE_"))}
+
+
 @dataclass(frozen=True)
 class Target:
     name: str
     prepare: Callable[[Path], None]
-    # The device type the program's tensors must land on (what the runtime selects with `env`).
+    # The device type the program's model must end up on, with the runs' environment made by `env`.
     device_type: str = "cpu"
-    env: dict = field(default_factory=dict)
+    env: Callable[[dict], dict] = _host
 
     def __str__(self) -> str:
         return self.name
 
 
+def _on_fake(vendor: str) -> Callable[[dict], dict]:
+    return lambda base: fake_device.environment(vendor, base)
+
+
 TARGETS = (
-    Target("neutral", lambda path: migrated(path, "neutral")),
-    Target("torch", lambda path: migrated(path, "torch")),
+    *(Target(name, functools.partial(migrated, target=name)) for name in ("neutral", "torch")),
     Target("dropin", through_dropin),
+    # The vendors' own API, run on the stand-in device that computes (tests/fake_device.py).
+    *(
+        Target(v, functools.partial(migrated, target=v), device_type=v, env=_on_fake(v))
+        for v in ("npu", "musa")
+    ),
+    Target("dropin-npu", through_dropin, device_type="npu", env=_on_fake("npu")),
 )
 
 
 def environment(target: Target) -> dict:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PORTLAYER_", "FAKE_"))}
+    env = target.env(dict(os.environ))
     env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HF_DATASETS_OFFLINE="1", OMP_NUM_THREADS="1")
-    env.update(target.env)
     return env
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import pytest
 
+from tests import fake_device
 from tests.run_after_migrate.launch import PROGRAMS, TARGETS, Target, assert_trains, finish, losses, start
 
 
@@ -32,28 +33,38 @@ class Program:
         return self.file.removesuffix(".py")
 
 
+# Placement: each program prints where its model's parameters live; they must be on the target's device.
+PLACED = "model on {device_type}"
+
 ALL = (
-    Program("gpt_loop.py", (("out",),), says=("resumed checkpoint at iter 15",)),
+    Program("gpt_loop.py", (("out",),), says=("resumed checkpoint at iter 15", PLACED)),
     Program(
         "ddp_snapshot.py",
         (("3", "1", "--snapshot_path", "snapshot.pt"), ("5", "1", "--snapshot_path", "snapshot.pt")),
         torchrun_only=True,
-        says=("Resuming training from snapshot at Epoch 3",),
+        says=("Resuming training from snapshot at Epoch 3", PLACED),
     ),
-    Program("auto_trainer.py", ((),), says=("running on device {device_type}",)),
+    Program("auto_trainer.py", ((),), says=(PLACED,)),
     Program(
         "cuda_flag.py",
         (("--cuda", "--save", "model.pt"),),
-        says=("end of training",),
+        says=("end of training", PLACED),
         never_says=("You have a CUDA device",),
     ),
-    Program("hf_trainer.py", (("out",),), says=("generated: the cat",)),
+    Program("hf_trainer.py", (("out",),), says=("generated: the cat", PLACED)),
 )
+
+
+@pytest.fixture(scope="session")
+def stand_in_device():
+    fake_device.build()  # compiled once, before several processes want it
 
 
 @pytest.mark.parametrize("target", TARGETS, ids=str)
 @pytest.mark.parametrize("program", ALL, ids=str)
-def test_ported_program_trains_in_one_process_and_under_torchrun(program: Program, target: Target, tmp_path):
+def test_ported_program_trains_in_one_process_and_under_torchrun(
+    program: Program, target: Target, tmp_path, stand_in_device
+):
     prepared = tmp_path / program.file
     shutil.copyfile(PROGRAMS / program.file, prepared)
     target.prepare(prepared)

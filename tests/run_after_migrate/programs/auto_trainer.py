@@ -59,6 +59,7 @@ class Trainer:
             self.device = config.device
         self.model = self.model.to(self.device)
         print("running on device", self.device, flush=True)
+        print(f"model on {next(self.model.parameters()).device.type}", flush=True)
 
     def run(self):
         config = self.config

@@ -117,3 +117,4 @@ with open(args.save, "rb") as f:
     model = torch.load(f, weights_only=False)
     model.rnn.flatten_parameters()
 print(f"| end of training | test loss {evaluate(train_data):5.3f}", flush=True)
+print(f"model on {next(model.parameters()).device.type}", flush=True)

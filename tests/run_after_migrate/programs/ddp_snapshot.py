@@ -71,6 +71,7 @@ class Trainer:
             losses.append(self._run_batch(source, targets))
         if self.gpu_id == 0:
             print(f"[GPU{self.gpu_id}] Epoch {epoch} | loss {sum(losses) / len(losses):.5f}", flush=True)
+            print(f"model on {next(self.model.parameters()).device.type}", flush=True)
 
     def _save_snapshot(self, epoch):
         snapshot = {"MODEL_STATE": self.model.module.state_dict(), "EPOCHS_RUN": epoch + 1}

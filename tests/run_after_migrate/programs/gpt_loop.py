@@ -118,5 +118,6 @@ if master_process:
     checkpoint = torch.load(ckpt_path, map_location=device)
     raw_model.load_state_dict(checkpoint["model"])
     print(f"resumed checkpoint at iter {checkpoint['iter_num']}")
+    print(f"model on {next(raw_model.parameters()).device.type}")
 if ddp:
     destroy_process_group()
