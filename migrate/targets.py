@@ -55,6 +55,9 @@ class Target:
     question: str | None = None
     question_in: str | None = None
     question_tensor: str | None = None
+    # `DistributedDataParallel(device_ids=…)` where the program may run on the cpu, which takes None;
+    # None: the target always has its device (the vendors'), and `device_ids` stays as written.
+    ddp_device_ids: str | None = None
 
     @property
     def is_vendor(self) -> bool:
@@ -114,6 +117,7 @@ _TABLE = {
         question="portlayer.is_accelerator({value})",
         question_in="portlayer.is_accelerator({value})",
         question_tensor="portlayer.is_accelerator({value})",
+        ddp_device_ids="portlayer.ddp_device_ids({ids})",
     ),
     "torch": Target(
         name="torch",
@@ -127,6 +131,7 @@ _TABLE = {
         question=_QUESTION,
         question_in=_QUESTION_IN,
         question_tensor=_QUESTION.replace("{value}", "{value}.device.type"),
+        ddp_device_ids="{ids} if {torch}.accelerator.is_available() else None",
     ),
     "npu": _vendor("npu"),
     # torch_musa's muDNN switches carry cuDNN's names.
