@@ -108,3 +108,22 @@ def _line_of(text: str, after: str) -> int:
     lines = Path(__file__).read_text().splitlines()
     start = next(i for i, line in enumerate(lines) if after in line)
     return next(i for i in range(start, len(lines)) if lines[i].strip() == text) + 1
+
+
+def test_torch_cuda_functions_take_the_scripts_cuda_names_on_the_vendors_device():
+    # nanoGPT under torchrun: `device = f"cuda:{local_rank}"; torch.cuda.set_device(device)`.
+    from tests.fake_device import environment
+
+    code = textwrap.dedent(
+        """
+        import portlayer.torch as torch
+        torch.cuda.set_device("cuda:1")
+        torch.cuda.synchronize("cuda:1")
+        print(torch.cuda.current_device(), torch.cuda.memory_allocated(device="cuda:1"))
+        """
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=environment("npu"), timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["1", "0"]
