@@ -91,7 +91,8 @@ CODES: dict[str, Code] = {
     "PL404": Code("extension", "error", "load_inline with cuda_sources",
                   "port the kernels to the vendor's toolchain, or provide a torch fallback"),
     "PL405": Code("device", "warning", "device or backend string not provably used as a device",
-                  "use `portlayer.device(...)`, `portlayer.device_type()` or `portlayer.dist_backend()` here"),
+                  "use the target's device, device type or collective here, as the printed hint spells them "
+                  "(neutral: `portlayer.device(i)`, `portlayer.device_type()`, `portlayer.dist_backend()`)"),
     "PL406": Code("tensor-type", "warning", "legacy CUDA tensor type cannot be converted safely",
                   "use `torch.tensor(data, dtype=..., device=...)` or `torch.empty(size, dtype=..., device=...)`"),
     "PL407": Code("distributed", "warning", "DDP output_device differs from device_ids",
@@ -108,6 +109,9 @@ CODES: dict[str, Code] = {
     "PL411": Code("api", "info", "code already dispatches per backend: left as is",
                   "its CUDA branch runs only where its own test picks CUDA; add a branch for the target if "
                   "the chain lacks one"),
+    "PL412": Code("device", "warning", "an int given as a device means a CUDA device",
+                  "give the target's device for the index (neutral: `portlayer.device(i)`); where the value is "
+                  "provably an int (`int(...)`, a parameter annotated `int`) the codemod converts it"),
     "PL501": Code("dtype", "warning", "float64 on a backend without native float64",
                   "use float32 on the device; keep float64 on the host (cpu) if needed"),
     # PL6xx: environment variables and shell scripts.

@@ -63,6 +63,17 @@ class Target:
     def is_vendor(self) -> bool:
         return self.vendor is not None
 
+    def literal_hint(self) -> str:
+        """PL405's hint in the target's own terms (a vendor's output has no portlayer dependency)."""
+        if self.is_vendor:
+            return (f'use `"{self.vendor}"`, `"{self.vendor}:N"` or `torch.device("{self.vendor}", i)` here, '
+                    f'and `"{self.vendor_dist_backend}"` for the collective')
+        if self.name == "torch":
+            return ("use `torch.accelerator.current_accelerator(check_available=True)` (None without an "
+                    "accelerator: fall back to the cpu), its `.type`, or "
+                    "`torch.distributed.get_default_backend_for_device(...)` here")
+        return "use `portlayer.device(i)`, `portlayer.device_type()` or `portlayer.dist_backend()` here"
+
     def api(self, name: str) -> str | None:
         """The expression template for `torch.cuda.<name>` on this target, or None when it has none."""
         if name in cuda_api.TORCH_GENERIC:
@@ -124,7 +135,10 @@ _TABLE = {
         runtime_import=None,
         device_type=_ACCELERATOR_TYPE,
         device=_ACCELERATOR,
-        indexed_device="{torch}.device(" + _ACCELERATOR_TYPE + ", {index})",
+        # No index on the cpu: torch.load cannot map storages to "cpu:0".
+        indexed_device="({torch}.device({torch}.accelerator.current_accelerator().type, {index}) "
+                       'if {torch}.accelerator.is_available() else {torch}.device("cpu"))',
+
         dist_backend="{torch}.distributed.get_default_backend_for_device(" + _ACCELERATOR + ")",
         mirrored="{torch}.get_device_module().{name}",
         device_module="{torch}.get_device_module()",

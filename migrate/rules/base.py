@@ -46,6 +46,10 @@ class FileContext:
     file_line: Callable[[int], int | None]  # a line of the code the rules see -> the file's
     # The file's line of an optional import (try/except ImportError, under an `if`) -> why it is optional.
     optional_imports: Mapping[int, str] = field(default_factory=dict)
+    # One step of data flow (`portlayer.migrate.dataflow`): names that hold an int device index, and the
+    # file's lines of `name = "cuda..."` whose name is read only as a device.
+    int_names: frozenset[str] = frozenset()
+    device_string_lines: frozenset[int] = frozenset()
 
 
 class Rule(cst.CSTTransformer):
@@ -189,12 +193,12 @@ class Rule(cst.CSTTransformer):
         if needs_runtime and self.target.runtime_import is not None:
             self.imports.added.add(self.target.runtime_import)
 
-    def report(self, code: str, node: cst.CSTNode, message: str | None = None) -> None:
+    def report(self, code: str, node: cst.CSTNode, message: str | None = None, hint: str | None = None) -> None:
         if self.excluded(node):
             return
         row = CODES[code]
         line, col = self.position(node)
-        self.diagnostics.append(Diagnostic(code, line, col, message or row.title, row.hint, row.severity))
+        self.diagnostics.append(Diagnostic(code, line, col, message or row.title, hint or row.hint, row.severity))
 
     # -- building code ------------------------------------------------------------------------------
 

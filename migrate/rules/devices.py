@@ -140,6 +140,12 @@ class Devices(StringRoleRule):
     def role_of_name(self, target: cst.CSTNode) -> str | None:
         return DEVICE_STRING if names_a_device(target) else None
 
+    def visit_Assign(self, node: cst.Assign) -> None:
+        super().visit_Assign(node)
+        # `loc = f"cuda:{i}"` read only as a device in its function (portlayer.migrate.dataflow).
+        if self.position(node)[0] in self.context.device_string_lines:
+            self.assign_role(node.value, DEVICE_STRING)
+
     def assign_role(self, expression: cst.CSTNode | None, role: str) -> None:
         composite = self._composite(expression) if expression is not None else None
         if composite is None or self.target.is_vendor or role == TYPE:

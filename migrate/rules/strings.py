@@ -127,9 +127,8 @@ class StringRoleRule(Rule):
             return updated
         replacement = self.rewrite(original, role) if role is not None else None
         if replacement is None:
-            self.report(
-                "PL405", original, f"{text!r} is not used in a position known to take a {self.ROLE_WORD}"
-            )
+            self.report("PL405", original, f"{text!r} is not used in a position known to take a {self.ROLE_WORD}",
+                        self.target.literal_hint())
             return updated
         self.changed(self.CODE, original, f"{text!r} -> {cst.Module([]).code_for_node(replacement)}")
         return replacement
