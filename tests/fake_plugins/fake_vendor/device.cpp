@@ -306,6 +306,16 @@ at::Tensor& set_source_tensor(at::Tensor& self, const at::Tensor& source) {
 
 void record_stream(at::Tensor& self, c10::Stream stream) {}
 
+// As torch_npu answers it: host and device tensors can take each other's place, so `module.npu()` moves
+// each Parameter in place (`param.data = …`) and tied weights stay tied. Core torch lists only its own
+// backends as dense here; without this, moving a model to the device unties its embeddings.
+bool has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tensor& from) {
+  auto dense = [](c10::DispatchKeySet keys) {
+    return keys.has(c10::DispatchKey::CPU) || keys.has(c10::DispatchKey::PrivateUse1);
+  };
+  return self.key_set() == from.key_set() || (dense(self.key_set()) && dense(from.key_set()));
+}
+
 // ---- the boxed fallback: every other operator runs its cpu kernel over the same memory ----
 
 struct DeviceArgs {
@@ -518,6 +528,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("view", TORCH_FN(at::native::view));
   m.impl("_reshape_alias", TORCH_FN(at::native::_reshape_alias));
   m.impl("record_stream", TORCH_FN(record_stream));
+  m.impl("_has_compatible_shallow_copy_type", TORCH_FN(has_compatible_shallow_copy_type));
 }
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {

@@ -4,7 +4,9 @@ As in torch_musa, the package itself is `torch.musa`.
 """
 
 import sys
+import types
 
+import torch
 from fake_vendor import install
 from fake_vendor.device_module import Vendor
 
@@ -17,3 +19,9 @@ install(
     visible_env="MUSA_VISIBLE_DEVICES",
     module=sys.modules[__name__],
 )
+
+# torch_musa hangs its muDNN switches on torch.backends, as torch.backends.cudnn (allow_tf32 only).
+mudnn = types.ModuleType("torch_musa.core.mudnn")
+mudnn.allow_tf32 = False
+sys.modules[mudnn.__name__] = mudnn
+torch.backends.mudnn = mudnn

@@ -13,3 +13,8 @@ install(
     collective="hccl",
     visible_env="ASCEND_RT_VISIBLE_DEVICES",
 )
+
+
+def npu_fusion_attention(*args, **kwargs):
+    """Imported by transformers whenever torch_npu is installed; the fused kernel exists only on Ascend."""
+    raise NotImplementedError("npu_fusion_attention is an Ascend kernel; the stand-in device does not have it")
