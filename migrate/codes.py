@@ -67,6 +67,12 @@ CODES: dict[str, Code] = {
                   "use `portlayer.mem_get_info()` / `get_device_properties()` or the vendor's SMI tool"),
     "PL210": Code("library", "warning", "pycuda is CUDA-only",
                   "use torch tensors and the device module's streams"),
+    "PL211": Code("library", "warning", "nvidia_resiliency_ext is CUDA-only",
+                  "use torchrun's elastic restarts (`--max-restarts`) and `torch.distributed.checkpoint`, or "
+                  "the vendor's own fault-tolerance tooling"),
+    "PL212": Code("library", "warning", "package of CUDA kernels",
+                  "keep a torch fallback for the target (the model's stock layers), or the vendor's port of "
+                  "the package"),
     # PL3xx: cuDNN and CUDA backend flags.
     "PL301": Code("flags", "warning", "cudnn.deterministic makes only cuDNN deterministic",
                   "use `portlayer.set_deterministic(True)` (neutral) or "
@@ -85,7 +91,8 @@ CODES: dict[str, Code] = {
     "PL404": Code("extension", "error", "load_inline with cuda_sources",
                   "port the kernels to the vendor's toolchain, or provide a torch fallback"),
     "PL405": Code("device", "warning", "device or backend string not provably used as a device",
-                  "use `portlayer.device(...)`, `portlayer.device_type()` or `portlayer.dist_backend()` here"),
+                  "use the target's device, device type or collective here, as the printed hint spells them "
+                  "(neutral: `portlayer.device(i)`, `portlayer.device_type()`, `portlayer.dist_backend()`)"),
     "PL406": Code("tensor-type", "warning", "legacy CUDA tensor type cannot be converted safely",
                   "use `torch.tensor(data, dtype=..., device=...)` or `torch.empty(size, dtype=..., device=...)`"),
     "PL407": Code("distributed", "warning", "DDP output_device differs from device_ids",
@@ -99,6 +106,12 @@ CODES: dict[str, Code] = {
     "PL410": Code("distributed", "warning", "torch.cuda.nccl is NCCL-only",
                   "use torch.distributed collectives, whose backend the migration sets for the target"),
     # PL5xx: dtype risks.
+    "PL411": Code("api", "info", "code already dispatches per backend: left as is",
+                  "its CUDA branch runs only where its own test picks CUDA; add a branch for the target if "
+                  "the chain lacks one"),
+    "PL412": Code("device", "warning", "an int given as a device means a CUDA device",
+                  "give the target's device for the index (neutral: `portlayer.device(i)`); where the value is "
+                  "provably an int (`int(...)`, a parameter annotated `int`) the codemod converts it"),
     "PL501": Code("dtype", "warning", "float64 on a backend without native float64",
                   "use float32 on the device; keep float64 on the host (cpu) if needed"),
     # PL6xx: environment variables and shell scripts.

@@ -22,15 +22,13 @@ DEVICE_MODULE = frozenset({
     "reset_max_memory_cached", "caching_allocator_alloc", "caching_allocator_delete",
 })
 
-# torch.cuda -> torch.accelerator (present since torch 2.9, so in every release this target supports).
+# torch.cuda -> torch.accelerator (complete in torch 2.9, the torch target's floor). set_device,
+# synchronize and the streams go through `torch.get_device_module()` instead: torch.accelerator's raise
+# where there is no accelerator, torch.cpu's (what that module is then) do nothing, as placement wants.
 ACCELERATOR = {
     "is_available": "is_available",
     "device_count": "device_count",
     "current_device": "current_device_index",
-    "set_device": "set_device_index",
-    "synchronize": "synchronize",
-    "current_stream": "current_stream",
-    "set_stream": "set_stream",
     "device": "device_index",
     "empty_cache": "empty_cache",
     "memory_allocated": "memory_allocated",

@@ -122,6 +122,7 @@ def _error(code: str, exc: SourceError | DecodeError) -> Diagnostic:
 
 def unified_diff(path: str, before: str, after: str) -> str:
     lines = []
+    path = path.lstrip("/")  # `/abs/x.py` -> `a/abs/x.py`, which `patch -p1 -d /` applies
     for line in difflib.unified_diff(_lines(before), _lines(after), f"a/{path}", f"b/{path}"):
         lines.append(line)
         if not line.endswith("\n"):

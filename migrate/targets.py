@@ -17,7 +17,14 @@ from portlayer.environment import aliases
 
 TARGETS = ("neutral", "torch", "npu", "musa")
 
-_ACCELERATOR = "{torch}.accelerator.current_accelerator()"
+# Placement on the torch target: the accelerator found at run time, else the cpu (`current_accelerator()`
+# alone is None on a cpu-only build and, on a CUDA build without a GPU, names the absent GPU).
+# `check_available` needs torch 2.7, torch.accelerator's memory functions 2.9: the target's floor.
+_ACCELERATOR = '{torch}.accelerator.current_accelerator(check_available=True) or {torch}.device("cpu")'
+_ACCELERATOR_TYPE = "(" + _ACCELERATOR + ").type"
+# "Is this the accelerator?" (`== "cuda"`, `"cuda" in device`, `.is_cuda`): no where there is none.
+_QUESTION = "{torch}.accelerator.is_available() and {value} == {torch}.accelerator.current_accelerator().type"
+_QUESTION_IN = "{torch}.accelerator.is_available() and {torch}.accelerator.current_accelerator().type in {value}"
 
 
 @dataclass(frozen=True)
@@ -43,10 +50,29 @@ class Target:
     # torch.backends.cudnn flag -> the vendor's equivalent expression.
     cudnn_flags: Mapping[str, str] = field(default_factory=dict)
     float64_native: bool = True
+    # "Is `{value}` the accelerator?" for a device type or device (`==`), a device string (`in`) and a
+    # tensor (`.is_cuda`); None: the vendor's literal answers it (`device_type == "npu"`, `x.is_npu`).
+    question: str | None = None
+    question_in: str | None = None
+    question_tensor: str | None = None
+    # `DistributedDataParallel(device_ids=…)` where the program may run on the cpu, which takes None;
+    # None: the target always has its device (the vendors'), and `device_ids` stays as written.
+    ddp_device_ids: str | None = None
 
     @property
     def is_vendor(self) -> bool:
         return self.vendor is not None
+
+    def literal_hint(self) -> str:
+        """PL405's hint in the target's own terms (a vendor's output has no portlayer dependency)."""
+        if self.is_vendor:
+            return (f'use `"{self.vendor}"`, `"{self.vendor}:N"` or `torch.device("{self.vendor}", i)` here, '
+                    f'and `"{self.vendor_dist_backend}"` for the collective')
+        if self.name == "torch":
+            return ("use `torch.accelerator.current_accelerator(check_available=True)` (None without an "
+                    "accelerator: fall back to the cpu), its `.type`, or "
+                    "`torch.distributed.get_default_backend_for_device(...)` here")
+        return "use `portlayer.device(i)`, `portlayer.device_type()` or `portlayer.dist_backend()` here"
 
     def api(self, name: str) -> str | None:
         """The expression template for `torch.cuda.<name>` on this target, or None when it has none."""
@@ -99,16 +125,27 @@ _TABLE = {
         dist_backend="portlayer.dist_backend()",
         mirrored="portlayer.{name}",
         device_module="portlayer.device_module()",
+        question="portlayer.is_accelerator({value})",
+        question_in="portlayer.is_accelerator({value})",
+        question_tensor="portlayer.is_accelerator({value})",
+        ddp_device_ids="portlayer.ddp_device_ids({ids})",
     ),
     "torch": Target(
         name="torch",
         runtime_import=None,
-        device_type=_ACCELERATOR + ".type",
+        device_type=_ACCELERATOR_TYPE,
         device=_ACCELERATOR,
-        indexed_device="{torch}.device(" + _ACCELERATOR + ".type, {index})",
+        # No index on the cpu: torch.load cannot map storages to "cpu:0".
+        indexed_device="({torch}.device({torch}.accelerator.current_accelerator().type, {index}) "
+                       'if {torch}.accelerator.is_available() else {torch}.device("cpu"))',
+
         dist_backend="{torch}.distributed.get_default_backend_for_device(" + _ACCELERATOR + ")",
         mirrored="{torch}.get_device_module().{name}",
         device_module="{torch}.get_device_module()",
+        question=_QUESTION,
+        question_in=_QUESTION_IN,
+        question_tensor=_QUESTION.replace("{value}", "{value}.device.type"),
+        ddp_device_ids="{ids} if {torch}.accelerator.is_available() else None",
     ),
     "npu": _vendor("npu"),
     # torch_musa's muDNN switches carry cuDNN's names.

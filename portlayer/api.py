@@ -42,6 +42,7 @@ ADDITIONS = (
     "backend",
     "device_type",
     "device",
+    "is_accelerator",
     "device_module",
     "dist_backend",
     "ddp_device_ids",

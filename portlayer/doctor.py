@@ -70,7 +70,8 @@ def report(live_check: bool = True) -> dict:
 
     selection = runtime.selection()
     backend = selection.backend
-    count = portlayer.device_count()
+    # The devices work can be placed on: the cpu counts here, though `device_count()` answers 0 there.
+    count = backend.count_devices(selection.module)
     return {
         "portlayer": portlayer.__version__,
         "backend": backend.as_dict(),

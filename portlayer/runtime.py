@@ -43,6 +43,35 @@ def _index(device, current_device) -> int:
     raise TypeError(f"expected a device index, a torch.device or a device string, got {device!r}")
 
 
+def _type_of(value) -> str | None:
+    """The device type `value` names: a tensor's or module's device, a torch.device, "npu:1"; None
+    when it names none."""
+    import torch
+
+    if isinstance(value, torch.device):
+        return value.type
+    if isinstance(value, str):
+        return value.split(":", 1)[0]
+    device = getattr(value, "device", None)  # a tensor (a module has no single device)
+    return device.type if isinstance(device, torch.device) else None
+
+
+def _is_accelerator(backend: Backend):
+    """`is_accelerator(x)`: the codemod's "is this the accelerator?" (`x.is_cuda`, `device_type ==
+    "cuda"`, `"cuda" in device`). False on the cpu backend, as torch.cuda answers without CUDA; on an
+    accelerator, True for its own type, for "cuda" (a CUDA script's own word for it) and for an index."""
+    if not backend.is_accelerator:
+        return lambda value: False
+    own = frozenset({backend.device_type, "cuda"})
+
+    def is_accelerator(value) -> bool:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value >= 0
+        return _type_of(value) in own
+
+    return is_accelerator
+
+
 def _devices(backend: Backend, current_device) -> dict[str, Any]:
     import torch
 
@@ -55,7 +84,7 @@ def _devices(backend: Backend, current_device) -> dict[str, Any]:
         def ddp_device_ids(device_or_index) -> None:
             return None
 
-        return {"device": device, "ddp_device_ids": ddp_device_ids}
+        return {"device": device, "ddp_device_ids": ddp_device_ids, "is_accelerator": _is_accelerator(backend)}
 
     device_type = backend.device_type
     by_index: dict[Any, torch.device] = {}
@@ -74,7 +103,7 @@ def _devices(backend: Backend, current_device) -> dict[str, Any]:
             return [_index(each, current_device) for each in device_or_index]
         return [_index(device_or_index, current_device)]
 
-    return {"device": device, "ddp_device_ids": ddp_device_ids}
+    return {"device": device, "ddp_device_ids": ddp_device_ids, "is_accelerator": _is_accelerator(backend)}
 
 
 def build(selection: Selection) -> dict[str, Any]:

@@ -89,6 +89,7 @@ class Analysis:
     imports: ModuleImports
     spans: list[Span]  # disjoint, in order: the lines the rules must see
     words: str  # the code's words that a trigger matched, one a line (which rules can fire)
+    tree: ast.Module
 
 
 def analyse(source: str, trigger: re.Pattern | None) -> Analysis:
@@ -102,7 +103,7 @@ def analyse(source: str, trigger: re.Pattern | None) -> Analysis:
         spans = walk.whole_module(tree)
     else:
         spans = walk.spans()
-    return Analysis(walk.lines, walk.module_scope, imports, spans, "\n".join(walk.words))
+    return Analysis(walk.lines, walk.module_scope, imports, spans, "\n".join(walk.words), tree)
 
 
 class _Walk:

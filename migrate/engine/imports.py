@@ -16,6 +16,7 @@ import libcst as cst
 from portlayer.migrate.engine.analysis import (
     ImportSpec,
     first_line,
+    line_group,
     line_groups,
     newline_of,
     parse_python,
@@ -38,6 +39,9 @@ class ImportPlan:
             removed = _remove_unused(code, tree, self.released)
             if removed != code:
                 code, tree = removed, parse_python(removed)
+        removed = _remove_unused_nested(code, tree)
+        if removed != code:
+            code, tree = removed, parse_python(removed)
         plain = _plain_imports(tree)
         missing = [name for name in sorted(self.added, key=_rank) if name not in plain]
         return (_insert(code, tree, missing) if missing else code), missing
@@ -101,6 +105,70 @@ def _remove_unused(code: str, tree: ast.Module, released: set[ImportSpec]) -> st
     return "".join(lines)
 
 
+def _remove_unused_nested(code: str, tree: ast.Module) -> str:
+    """Imports from torch.cuda inside functions, classes and blocks (detectron2's function-level
+    `from torch.cuda.amp import GradScaler`) whose names nothing reads any more after the rewrite: the
+    names go, the statement too when none is left (`pass` where the block would be empty)."""
+    candidates = [(scope, body, index) for scope, body in _nested_bodies(tree) for index, statement in enumerate(body)
+                  if _imports_from_torch_cuda(statement) and line_group(body, index) == (index, index)]
+    if not candidates:
+        return code
+    used_in: dict[int, set[str]] = {}
+    lines = source_lines(code)
+    newline = newline_of(code)
+    edits: list[tuple[int, int, str]] = []
+    emptied: dict[int, int] = {}  # id(body) -> statements removed from it
+    for scope, body, index in candidates:
+        statement = body[index]
+        # An import binds its names in its function (or class): only reads there can use them.
+        used = used_in.setdefault(id(scope), _used_names(scope))
+        kept = [alias for alias in statement.names if _bound(statement, alias) in used]
+        if len(kept) == len(statement.names):
+            continue
+        indent = lines[statement.lineno - 1][: statement.col_offset]
+        text = ""
+        if kept:
+            statement = type(statement)(**{**vars(statement), "names": kept})
+            text = indent + ast.unparse(statement) + newline
+        else:
+            emptied[id(body)] = emptied.get(id(body), 0) + 1
+            if emptied[id(body)] == len(body):
+                text = indent + "pass" + newline  # the block's last statement: keep it a block
+        edits.append((statement.lineno, body[index].end_lineno, text))
+    for start, end, text in sorted(edits, reverse=True):
+        lines[start - 1 : end] = [text]
+    return "".join(lines)
+
+
+def _nested_bodies(tree: ast.Module):
+    """Every statement list below the module's own, with the function, class or module it belongs to."""
+    stack: list[tuple[ast.AST, ast.AST]] = [(tree, tree)]
+    while stack:
+        node, scope = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            scope = node
+        if node is not tree:
+            for name in ("body", "orelse", "finalbody"):
+                body = getattr(node, name, None)
+                if isinstance(body, list) and body and isinstance(body[0], ast.stmt):
+                    yield scope, body
+        stack.extend((child, scope) for child in ast.iter_child_nodes(node))
+
+
+def _imports_from_torch_cuda(statement: ast.stmt) -> bool:
+    if isinstance(statement, ast.ImportFrom):
+        module = statement.module or ""
+        return not statement.level and (module == "torch.cuda" or module.startswith("torch.cuda."))
+    return isinstance(statement, ast.Import) and all(
+        alias.asname and alias.name.startswith("torch.cuda") for alias in statement.names)
+
+
+def _bound(statement: ast.stmt, alias: ast.alias) -> str:
+    if isinstance(statement, ast.Import):
+        return alias.asname or alias.name.split(".")[0]
+    return alias.asname or alias.name
+
+
 def _specs(statements: list[ast.stmt]):
     for statement in statements:
         if isinstance(statement, ast.Import):
@@ -156,9 +224,14 @@ def _plain_imports(tree: ast.Module) -> set[str]:
 
 
 def _insert(code: str, tree: ast.Module, modules: list[str]) -> str:
-    """`import module` lines after the docstring and the imports that open the module (before its first
-    statement if it opens with neither), set off by a blank line from the code that follows."""
+    """`import module` lines where isort (ruff's I001) puts them: in the third-party block that imports
+    torch, among its `import x` lines in alphabetical order; without such a block, after the docstring
+    and the imports that open the module (before its first statement if it opens with neither), set off
+    by a blank line from the code that follows."""
     groups = line_groups(tree.body)
+    block = _torch_block(groups)
+    if block is not None:
+        return _insert_sorted(code, block, modules)
     at = 1 if groups and _is_docstring(groups[0]) else 0
     position = at
     while position < len(groups) and all(isinstance(s, (ast.Import, ast.ImportFrom)) for s in groups[position]):
@@ -185,3 +258,50 @@ def _is_docstring(group: list[ast.stmt]) -> bool:
         and isinstance(group[0].value, ast.Constant)
         and isinstance(group[0].value.value, str)
     )
+
+
+def _top_module(statement: ast.stmt) -> str | None:
+    if isinstance(statement, ast.Import):
+        return statement.names[0].name.split(".")[0]
+    if isinstance(statement, ast.ImportFrom) and not statement.level and statement.module:
+        return statement.module.split(".")[0]
+    return None
+
+
+def _torch_block(groups: list[list[ast.stmt]]) -> list[ast.stmt] | None:
+    """The run of import statements, one a line with nothing between them, that has a torch import."""
+    blocks: list[list[ast.stmt]] = []
+    for group in groups:
+        if len(group) != 1 or not isinstance(group[0], (ast.Import, ast.ImportFrom)):
+            if group and not _is_docstring(group):
+                break  # only the imports that open the module
+            continue
+        statement = group[0]
+        if blocks and blocks[-1][-1].end_lineno + 1 == statement.lineno:
+            blocks[-1].append(statement)
+        else:
+            blocks.append([statement])
+    return next((block for block in blocks if any(_top_module(s) == "torch" for s in block)), None)
+
+
+def _insert_sorted(code: str, block: list[ast.stmt], modules: list[str]) -> str:
+    """Each `import module` before the first `import x` of `block` that sorts after it, else after the
+    block's last `import x` (isort puts `import x` lines before `from x import y` ones)."""
+    lines = source_lines(code)
+    newline = newline_of(code)
+    plain = [s for s in block if isinstance(s, ast.Import)]
+    at: dict[int, list[str]] = {}
+    for module in modules:
+        after = next((s for s in plain if s.names[0].name.lower() > module.lower()), None)
+        if after is not None:
+            line = after.lineno
+        elif plain:
+            line = plain[-1].end_lineno + 1
+        else:
+            line = block[0].lineno
+        at.setdefault(line, []).append(f"import {module}{newline}")
+    for line in sorted(at, reverse=True):
+        if line - 2 >= 0 and line - 2 < len(lines) and not lines[line - 2].endswith(("\n", "\r")):
+            lines[line - 2] += newline
+        lines[line - 1:line - 1] = at[line]
+    return "".join(lines)

@@ -17,10 +17,12 @@ import libcst as cst
 from libcst.metadata import MetadataWrapper
 from portlayer.migrate import regions
 from portlayer.migrate.annotate import Annotate
+from portlayer.migrate.dataflow import find_data_flow, int_device_diagnostics
 from portlayer.migrate.engine.analysis import analyse
 from portlayer.migrate.engine.imports import ImportPlan
 from portlayer.migrate.engine.snippets import Snippets
 from portlayer.migrate.engine.triggers import Prefilter
+from portlayer.migrate.guards import dispatch_diagnostics, find_guards
 from portlayer.migrate.model import Change, Diagnostic, MigrationResult, SourceError
 from portlayer.migrate.rules import RULES
 from portlayer.migrate.rules.base import FileContext
@@ -72,8 +74,13 @@ def run_rules(source: str, target: Target, *, annotate: bool = False, every_rule
         return MigrationResult(source, (), (), source)
     snippets = Snippets(analysis.lines, analysis.spans)
     tree = _parse(snippets)
+    guards = find_guards(analysis.tree, source)
+    flow = find_data_flow(analysis.tree)
+    excluded = regions.excluded_lines(source)
     context = FileContext(
-        ImportPlan(), target, regions.excluded_lines(source), analysis.imports, analysis.scopes, snippets.file_line
+        ImportPlan(), target, excluded | guards.dispatch_lines, analysis.imports,
+        analysis.scopes, snippets.file_line, guards.optional_imports,
+        frozenset(flow.int_names), frozenset(flow.device_string_lines),
     )
     # Positions are computed again only after a rule has changed the tree.
     wrapper = MetadataWrapper(tree, unsafe_skip_copy=True)
@@ -87,6 +94,9 @@ def run_rules(source: str, target: Target, *, annotate: bool = False, every_rule
             changes += rule.changes
             tree = rewritten
             wrapper = MetadataWrapper(tree, unsafe_skip_copy=True)
+    diagnostics += dispatch_diagnostics(guards, excluded)
+    if prefilter(target).matches(source):  # `device = 0` is CUDA code where the file is
+        diagnostics += int_device_diagnostics(flow, excluded)
     diagnostics = sorted(set(diagnostics), key=lambda d: (d.line, d.col, d.code))
     if annotate and diagnostics:
         tree = wrapper.visit(Annotate(diagnostics, snippets.file_line, analysis.lines))

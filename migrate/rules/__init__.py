@@ -12,6 +12,7 @@ from portlayer.migrate.rules.distributed import CollectiveBackend, DistributedDa
 from portlayer.migrate.rules.dtypes import Float64
 from portlayer.migrate.rules.environment import EnvironmentVariables
 from portlayer.migrate.rules.flags import BackendFlags
+from portlayer.migrate.rules.int_devices import IntDeviceIndices
 from portlayer.migrate.rules.libraries import CudaExtensions, CudaOnlyLibraries
 from portlayer.migrate.rules.tensor_types import LegacyTensorTypes
 
@@ -25,6 +26,7 @@ RULES = (
     Amp,
     TorchCudaApi,
     Devices,
+    IntDeviceIndices,
     CollectiveBackend,
     DistributedDataParallelDevices,
     EnvironmentVariables,

@@ -4,8 +4,8 @@ changes and diagnostics with their positions in the input."""
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import ClassVar
 
 import libcst as cst
@@ -44,6 +44,12 @@ class FileContext:
     module: ModuleImports
     scopes: Scope
     file_line: Callable[[int], int | None]  # a line of the code the rules see -> the file's
+    # The file's line of an optional import (try/except ImportError, under an `if`) -> why it is optional.
+    optional_imports: Mapping[int, str] = field(default_factory=dict)
+    # One step of data flow (`portlayer.migrate.dataflow`): names that hold an int device index, and the
+    # file's lines of `name = "cuda..."` whose name is read only as a device.
+    int_names: frozenset[str] = frozenset()
+    device_string_lines: frozenset[int] = frozenset()
 
 
 class Rule(cst.CSTTransformer):
@@ -140,7 +146,11 @@ class Rule(cst.CSTTransformer):
         parent = self.parent(node)
         if isinstance(parent, _NAMING) and getattr(parent, "name", None) is node:
             return True
-        child = node
+        return self.is_assigned(node)
+
+    def is_assigned(self, node: cst.CSTNode) -> bool:
+        """`node` is (part of) an assignment, `for`, walrus or `del` target: written, not read."""
+        child, parent = node, self.parent(node)
         while isinstance(parent, _TARGET_PARTS):
             child, parent = parent, self.parent(parent)
         return isinstance(parent, _ASSIGNING) and getattr(parent, "target", None) is child
@@ -183,12 +193,12 @@ class Rule(cst.CSTTransformer):
         if needs_runtime and self.target.runtime_import is not None:
             self.imports.added.add(self.target.runtime_import)
 
-    def report(self, code: str, node: cst.CSTNode, message: str | None = None) -> None:
+    def report(self, code: str, node: cst.CSTNode, message: str | None = None, hint: str | None = None) -> None:
         if self.excluded(node):
             return
         row = CODES[code]
         line, col = self.position(node)
-        self.diagnostics.append(Diagnostic(code, line, col, message or row.title, row.hint, row.severity))
+        self.diagnostics.append(Diagnostic(code, line, col, message or row.title, hint or row.hint, row.severity))
 
     # -- building code ------------------------------------------------------------------------------
 

@@ -1,5 +1,5 @@
 """Devices: `torch.device("cuda", i)`, `"cuda"` / `"cuda:0"` / `f"cuda:{rank}"` where used as a device
-or device type, `.cuda(...)` and `.is_cuda`.
+or device type, `.cuda(...)`, `.is_cuda`, and the questions "is this the accelerator?".
 
 A literal is a device when it is: the argument of `torch.device(...)`; the first argument of `.to(...)`;
 a `device=`, `map_location=`, `device_map=` keyword of any call; assigned to a name, attribute or
@@ -7,6 +7,11 @@ parameter whose name contains "device". It is a device type when it is a `device
 keyword, the first argument of `torch.autocast` / `torch.amp.autocast` / `torch.amp.GradScaler` /
 `torch.get_device_module`, or compared with something named `type` or containing "device". Either way
 through `a if c else b`, tuples in `in` tests, `"cuda:" + ...`, `"cuda:%d" % ...` and `"cuda:{}".format`.
+
+Values keep their type: a device string bound to a name or passed to user code stays a string
+(`str(portlayer.device(rank))`); torch's own device arguments get a `torch.device`. A comparison with
+`"cuda"` (`device_type == "cuda"`, `"cuda" in device`, `x.is_cuda`) is a question, not a placement: it
+becomes the target's "is this the accelerator?", which answers no where there is none.
 """
 
 from __future__ import annotations
@@ -15,9 +20,18 @@ import re
 
 import libcst as cst
 from portlayer.migrate.engine.triggers import Words
-from portlayer.migrate.rules.strings import StringNode, StringRoleRule, is_method, last_identifier
+from portlayer.migrate.rules.base import dotted
+from portlayer.migrate.rules.strings import (
+    HANDLED,
+    StringNode,
+    StringRoleRule,
+    is_method,
+    last_identifier,
+    string_value,
+)
 
-DEVICE, TYPE = "device", "device type"
+# DEVICE: consumed by torch (a torch.device will do); DEVICE_STRING: a value the program keeps (a str stays one).
+DEVICE, DEVICE_STRING, TYPE = "device", "device string", "device type"
 
 _DEVICE_KEYWORDS = {
     "device": DEVICE,
@@ -36,24 +50,55 @@ _TYPE_FIRST_ARGUMENT = {
 }
 _TORCH_DEVICE = "torch.device"
 _COMPARISONS = (cst.Equal, cst.NotEqual, cst.In, cst.NotIn)
-# `.is_cuda` stays readable as a comparison where the surrounding code binds looser than `==`.
-_LOOSE_PARENTS = (
-    cst.Arg,
-    cst.Assign,
-    cst.AnnAssign,
-    cst.Return,
-    cst.If,
-    cst.While,
-    cst.Assert,
-    cst.IfExp,
-    cst.BooleanOperation,
-    cst.Expr,
-)
+# Where any expression stands without parentheses: a question replacing a comparison needs none there.
+_STATEMENT_PARENTS = (cst.Arg, cst.Assign, cst.AnnAssign, cst.Return, cst.If, cst.While, cst.Assert, cst.Expr)
+_ATOM = 9
+
+
+def _binding(node: cst.BaseExpression) -> int:
+    """How tightly a question's spelling binds: `or` 1, `and` 2, `not` 3, a call or name _ATOM."""
+    if isinstance(node, cst.BooleanOperation):
+        return 2 if isinstance(node.operator, cst.And) else 1
+    if isinstance(node, cst.UnaryOperation):
+        return 3 if isinstance(node.operator, cst.Not) else _ATOM
+    return _ATOM if isinstance(node, (cst.Call, cst.Name, cst.Attribute)) else 0
+
+
+def _binding_needed(parent: cst.CSTNode) -> int:
+    """The least binding an operand of `parent` may have without parentheses."""
+    if isinstance(parent, _STATEMENT_PARENTS):
+        return 0
+    if isinstance(parent, cst.BooleanOperation):
+        return 2 if isinstance(parent.operator, cst.And) else 1
+    if isinstance(parent, cst.IfExp):
+        return 1
+    if isinstance(parent, cst.UnaryOperation) and isinstance(parent.operator, cst.Not):
+        return 3
+    return _ATOM
 
 
 def names_a_device(node: cst.CSTNode) -> bool:
     name = last_identifier(node)
     return name is not None and "device" in name.lower()
+
+
+def _is_cuda(node: cst.CSTNode) -> bool:
+    return string_value(node) == "cuda"
+
+
+def _stringified(node: cst.CSTNode) -> cst.CSTNode | None:
+    """`x` for `str(x)`, else None."""
+    if (isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value == "str"
+            and len(node.args) == 1 and node.args[0].keyword is None and not node.args[0].star):
+        return node.args[0].value
+    return None
+
+
+def _asks_about_a_device(node: cst.CSTNode) -> bool:
+    """What a comparison with "cuda" asks about: something named like a device or a type, or its str()."""
+    inner = _stringified(node)
+    node = inner if inner is not None else node
+    return names_a_device(node) or last_identifier(node) == "type"
 
 
 class Devices(StringRoleRule):
@@ -70,9 +115,14 @@ class Devices(StringRoleRule):
 
     def visit_Call(self, node: cst.Call) -> None:
         name = self.qualified(node.func)
+        # torch's calls and methods take a torch.device for a device string; user code may not.
+        takes_device = isinstance(node.func, cst.Attribute) and (name is None or name.startswith("torch."))
         for arg in node.args:
             if arg.keyword is not None and arg.keyword.value in _DEVICE_KEYWORDS:
-                self.assign_role(arg.value, _DEVICE_KEYWORDS[arg.keyword.value])
+                role = _DEVICE_KEYWORDS[arg.keyword.value]
+                if role == DEVICE and arg.keyword.value == "device" and not takes_device:
+                    role = DEVICE_STRING
+                self.assign_role(arg.value, role)
         positional = [arg for arg in node.args if arg.keyword is None and not arg.star]
         if name == _TORCH_DEVICE:
             self._torch_device(node, positional)
@@ -88,15 +138,116 @@ class Devices(StringRoleRule):
             self.dot_cuda.add(node)
 
     def role_of_name(self, target: cst.CSTNode) -> str | None:
-        return DEVICE if names_a_device(target) else None
+        return DEVICE_STRING if names_a_device(target) else None
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        super().visit_Assign(node)
+        # `loc = f"cuda:{i}"` read only as a device in its function (portlayer.migrate.dataflow).
+        if self.position(node)[0] in self.context.device_string_lines:
+            self.assign_role(node.value, DEVICE_STRING)
+
+    def assign_role(self, expression: cst.CSTNode | None, role: str) -> None:
+        composite = self._composite(expression) if expression is not None else None
+        if composite is None or self.target.is_vendor or role == TYPE:
+            super().assign_role(expression, role)
+            return
+        literal, index = composite
+        self.roles[literal] = HANDLED
+        if self.excluded(expression):
+            return
+        device = self._device(index)
+        if role != DEVICE:
+            device = self.expression("str({device})", device=device)
+        self.replacements[expression] = device
+        self.changed("PL101", expression, f"{cst.Module([]).code_for_node(expression)} -> "
+                                          f"{cst.Module([]).code_for_node(device)}")
+
+    @staticmethod
+    def _composite(node: cst.CSTNode) -> tuple[cst.SimpleString, cst.BaseExpression] | None:
+        """The literal and the index of a device string built at run time: `"cuda:{}".format(i)`,
+        `"cuda:%d" % i`, `"cuda:" + str(i)`; None for anything else."""
+        if isinstance(node, cst.Call) and is_method(node.func, "format"):
+            literal = node.func.value
+            if (string_value(literal) == "cuda:{}" and len(node.args) == 1 and node.args[0].keyword is None
+                    and not node.args[0].star):
+                return literal, node.args[0].value
+        elif isinstance(node, cst.BinaryOperation):
+            literal, text = node.left, string_value(node.left)
+            if isinstance(node.operator, cst.Modulo) and text in ("cuda:%d", "cuda:%s", "cuda:%i") and not (
+                    isinstance(node.right, cst.Tuple)):
+                return literal, node.right
+            index = _stringified(node.right)
+            if isinstance(node.operator, cst.Add) and text == "cuda:" and index is not None:
+                return literal, index
+        return None
 
     def visit_Comparison(self, node: cst.Comparison) -> None:
+        if not self.target.is_vendor and self._question(node):
+            return
         operands = [node.left, *(target.comparator for target in node.comparisons)]
         if not any(isinstance(target.operator, _COMPARISONS) for target in node.comparisons):
             return
         if any(names_a_device(operand) or last_identifier(operand) == "type" for operand in operands):
             for operand in operands:
                 self.assign_role(operand, TYPE)
+
+    # -- questions: "is this the accelerator?" ------------------------------------------------------
+
+    def _question(self, node: cst.Comparison) -> bool:
+        """`x == "cuda"`, `"cuda" != x`, `"cuda" in x`, `x in ("cuda", ...)` about a device or type: the
+        target's question replaces the comparison (no on a host without an accelerator)."""
+        if len(node.comparisons) != 1 or self.excluded(node):
+            return False
+        left, (comparison,) = node.left, node.comparisons
+        right, operator = comparison.comparator, comparison.operator
+        negate = isinstance(operator, (cst.NotEqual, cst.NotIn))
+        if isinstance(operator, (cst.Equal, cst.NotEqual)):
+            literal, value = (left, right) if _is_cuda(left) else (right, left)
+            if not _is_cuda(literal) or not _asks_about_a_device(value):
+                return False
+            question, handled = self._ask(self.target.question, value, negate), [literal]
+        elif isinstance(operator, (cst.In, cst.NotIn)) and _is_cuda(left):
+            if not _asks_about_a_device(right):
+                return False
+            question, handled = self._ask(self.target.question_in, right, negate), [left]
+        elif isinstance(operator, (cst.In, cst.NotIn)) and isinstance(right, (cst.Tuple, cst.List, cst.Set)):
+            handled = [e.value for e in right.elements if _is_cuda(e.value)]
+            rest = [e for e in right.elements if not _is_cuda(e.value)]
+            # The value is read once more for the other members: only a plain name or attribute chain.
+            if not handled or not _asks_about_a_device(left) or dotted(left) is None or any(
+                    isinstance(e, cst.StarredElement) for e in rest):
+                return False
+            code = self._ask(self.target.question, left, negate)
+            if rest:
+                members = cst.Module([]).code_for_node(right.with_changes(elements=[
+                    e.with_changes(comma=cst.MaybeSentinel.DEFAULT) for e in rest]))
+                members = members.replace("{", "{{").replace("}", "}}")
+                code = (f"{code} and {dotted(left)} not in {members}" if negate
+                        else f"{code} or {dotted(left)} in {members}")
+            question = code
+        else:
+            return False
+        for literal in handled:
+            self.roles[literal] = HANDLED
+        self.replacements[node] = replacement = self._enclosed(self.expression(question), node)
+        self.changed("PL101", node, f"{cst.Module([]).code_for_node(node).strip()} -> "
+                                    f"{cst.Module([]).code_for_node(replacement)}")
+        return True
+
+    @staticmethod
+    def _ask(template: str, value: cst.BaseExpression, negate: bool) -> str:
+        asked = template.replace("{value}", cst.Module([]).code_for_node(value).replace("{", "{{").replace("}", "}}"))
+        if not negate:
+            return asked
+        return f"not ({asked})" if " and " in asked else f"not {asked}"
+
+    def _enclosed(self, replacement: cst.BaseExpression, original: cst.BaseExpression) -> cst.BaseExpression:
+        """`replacement` in parentheses where it binds looser than what it replaces needs."""
+        if original.lpar:
+            return replacement.with_changes(lpar=original.lpar, rpar=original.rpar)
+        if _binding(replacement) >= _binding_needed(self.parent(original)):
+            return replacement
+        return replacement.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
 
     # -- whole-call rewrites ------------------------------------------------------------------------
 
@@ -109,7 +260,12 @@ class Devices(StringRoleRule):
         if self.target.is_vendor or self.excluded(node):
             self.assign_role(kind, DEVICE)
             return
+        composite = self._composite(kind)
+        if composite is not None and index is None:
+            kind, index = composite
         text = self.literal_text(kind) if isinstance(kind, (cst.SimpleString, cst.FormattedString)) else None
+        if composite is not None and text is not None:
+            text = "cuda"  # the index came from the composite
         if text is None:
             self.assign_role(kind, DEVICE)  # torch.device("cuda" if c else "cpu"), torch.device(name)
             return
@@ -121,7 +277,7 @@ class Devices(StringRoleRule):
         if expression is not None:
             self.replacements[node] = expression
             self.changed("PL101", node, f"torch.device(...) -> {cst.Module([]).code_for_node(expression)}")
-        self.roles[kind] = "handled"
+        self.roles[kind] = HANDLED
 
     def _dot_cuda(self, original: cst.Call, node: cst.Call) -> cst.Call:
         """`x.cuda(i, non_blocking=True)` -> `x.to(<device i>, non_blocking=True)` (`x.npu(...)` for vendors)."""
@@ -160,20 +316,20 @@ class Devices(StringRoleRule):
     # -- literal rewrites ---------------------------------------------------------------------------
 
     def rewrite(self, node: StringNode, role: str) -> cst.BaseExpression | None:
-        if role == "handled":
-            return node
         text = self.literal_text(node)
         if self.target.is_vendor:
             return self.vendor_literal(node, "cuda", self.target.vendor)
         if text == "cuda":
             return self.expression(self.target.device_type)
-        if role == DEVICE and (
-            re.fullmatch(r"cuda:\d+", text) or (text == "cuda:{}" and len(node.parts) == 2)
+        if role in (DEVICE, DEVICE_STRING) and (
+            re.fullmatch(r"cuda:\d+", text)
+            or (text == "cuda:{}" and isinstance(node, cst.FormattedString) and len(node.parts) == 2)
         ):
             hole = node.parts[1] if isinstance(node, cst.FormattedString) else None
             if hole is not None and (hole.conversion is not None or hole.format_spec is not None):
                 return None
-            return self._device(self._literal_index(node))
+            device = self._device(self._literal_index(node))
+            return device if role == DEVICE else self.expression("str({device})", device=device)
         return None
 
     # -- .is_cuda and replacements ------------------------------------------------------------------
@@ -183,17 +339,25 @@ class Devices(StringRoleRule):
     ) -> cst.BaseExpression:
         if original_node.attr.value != "is_cuda" or self.excluded(original_node):
             return updated_node
+        if self.is_assigned(original_node):
+            # `Storage.is_cuda = …` (a plugin patching torch): a comparison cannot be assigned to.
+            self.report("PL401", original_node, ".is_cuda is assigned here: left as it is")
+            return updated_node
         if self.target.is_vendor:
             replacement = updated_node.with_changes(attr=cst.Name(f"is_{self.target.vendor}"))
         else:
-            receiver = cst.Module([]).code_for_node(updated_node.value)
-            replacement = self.expression(f"{receiver}.device.type == {self.target.device_type}")
-            if not isinstance(self.parent(original_node), _LOOSE_PARENTS):
-                replacement = replacement.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+            asked = self._ask(self.target.question_tensor, updated_node.value, negate=False)
+            replacement = self._enclosed(self.expression(asked), original_node)
         self.changed("PL101", original_node, f".is_cuda -> {cst.Module([]).code_for_node(replacement)}")
         return replacement
 
     def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
         if original_node in self.dot_cuda:
             return self._dot_cuda(original_node, updated_node)
+        return self.replacements.get(original_node, updated_node)
+
+    def leave_BinaryOperation(self, original_node, updated_node) -> cst.BaseExpression:
+        return self.replacements.get(original_node, updated_node)
+
+    def leave_Comparison(self, original_node, updated_node) -> cst.BaseExpression:
         return self.replacements.get(original_node, updated_node)

@@ -26,6 +26,14 @@ LIBRARIES = {
     "cupy": "PL208",
     "pynvml": "PL209",
     "pycuda": "PL210",
+    # apex's own CUDA extensions, imported by the code that used apex (Megatron, NeMo, …).
+    **dict.fromkeys(("amp_C", "apex_C", "fused_layer_norm_cuda", "fused_adam_cuda", "fused_dense_cuda",
+                     "syncbn", "scaled_masked_softmax_cuda", "scaled_upper_triang_masked_softmax_cuda"), "PL201"),
+    **dict.fromkeys(("GPUtil", "nvidia_smi", "nvitop"), "PL209"),
+    "nvidia_resiliency_ext": "PL211",
+    # Kernels for NVIDIA GPUs only, and NVIDIA's `nvidia.*` and `cuda` (cuda-python) packages.
+    **dict.fromkeys(("mamba_ssm", "causal_conv1d", "selective_scan_cuda", "flashinfer", "deep_gemm",
+                     "grouped_gemm", "tensorrt", "torch_tensorrt", "nvidia", "cuda", "cutlass"), "PL212"),
 }
 _EXTENSION = {"torch.utils.cpp_extension.CUDAExtension"}
 _LOAD_INLINE = "torch.utils.cpp_extension.load_inline"
@@ -48,7 +56,9 @@ class CudaOnlyLibraries(Rule):
     def _imported(self, node: cst.CSTNode, module: str) -> None:
         code = LIBRARIES.get(module.split(".")[0])
         if code is not None:
-            self.report(code, node, f"{module}: {CODES[code].title}")
+            optional = self.context.optional_imports.get(self.position(node)[0])
+            note = f" (optional here: {optional})" if optional else ""
+            self.report(code, node, f"{module}: {CODES[code].title}{note}")
 
     def visit_Arg(self, node: cst.Arg) -> None:
         if (node.keyword is not None and node.keyword.value == "attn_implementation"

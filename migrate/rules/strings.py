@@ -12,6 +12,8 @@ import libcst as cst
 from portlayer.migrate.rules.base import Rule
 
 StringNode = Union[cst.SimpleString, cst.FormattedString]
+# The role of a literal whose enclosing expression a rule rewrote whole: neither changed again nor reported.
+HANDLED = "handled"
 
 
 def string_value(node: cst.CSTNode) -> str | None:
@@ -121,11 +123,12 @@ class StringRoleRule(Rule):
         if text is None or self.excluded(original) or is_docstring(self.parent(original)):
             return updated
         role = self.roles.get(original)
+        if role == HANDLED:
+            return updated
         replacement = self.rewrite(original, role) if role is not None else None
         if replacement is None:
-            self.report(
-                "PL405", original, f"{text!r} is not used in a position known to take a {self.ROLE_WORD}"
-            )
+            self.report("PL405", original, f"{text!r} is not used in a position known to take a {self.ROLE_WORD}",
+                        self.target.literal_hint())
             return updated
         self.changed(self.CODE, original, f"{text!r} -> {cst.Module([]).code_for_node(replacement)}")
         return replacement

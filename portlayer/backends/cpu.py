@@ -8,6 +8,11 @@ BACKEND = Backend(
     is_accelerator=False,
     count_devices=lambda module: 1,
     overrides={
+        # Questions answer as torch.cuda's do on a host without CUDA, so a program's own cpu fallback runs
+        # and no accelerator-only path (pin_memory, CUDA graphs, "you have a GPU" warnings) switches on.
+        # Placement (`device()`, `device_type()`) still answers the cpu.
+        "is_available": lambda module: lambda: False,
+        "device_count": lambda module: lambda: 0,
         # torch.cpu.current_device() answers "cpu"; code written for torch.cuda expects an index.
         "current_device": lambda module: lambda: 0,
         # torch.cpu.Event takes no arguments and cannot time: use the wall clock.

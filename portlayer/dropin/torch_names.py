@@ -59,7 +59,7 @@ def _keyword_device(function: Callable, retarget: Retarget) -> Callable:
     return retargeted
 
 
-def _leading_device(function: Callable, retarget: Retarget) -> Callable:
+def leading_device(function: Callable, retarget: Retarget) -> Callable:
     wants = retarget.wants
 
     @functools.wraps(function)
@@ -184,10 +184,10 @@ def names(retarget: Retarget) -> dict[str, Any]:
     for name in present(KEYWORD_DEVICE):
         stand_ins[name] = _scripts_as(_keyword_device(getattr(torch, name), retarget), getattr(torch, name))
     for name in present(LEADING_DEVICE):
-        stand_ins[name] = _leading_device(getattr(torch, name), retarget)
+        stand_ins[name] = leading_device(getattr(torch, name), retarget)
     for name in present(DEVICE_TYPES):
         real = getattr(torch, name)
-        stand_ins[name] = _stand_in_type(real, _leading_device(real, retarget))
+        stand_ins[name] = _stand_in_type(real, leading_device(real, retarget))
     autocast = _autocast(retarget)
     stand_ins.update(device=_device(retarget), autocast=autocast, load=_load(retarget))
     if hasattr(torch.amp, "GradScaler"):  # torch >= 2.3; before, only torch.cuda.amp had one

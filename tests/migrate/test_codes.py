@@ -21,6 +21,8 @@ FIRES = {
     "PL208": ("neutral", "import cupy as cp\n", 1, 8),
     "PL209": ("neutral", "import pynvml\n", 1, 8),
     "PL210": ("neutral", "import pycuda.driver\n", 1, 8),
+    "PL211": ("neutral", "import nvidia_resiliency_ext.fault_tolerance as ft\n", 1, 8),
+    "PL212": ("torch", "from mamba_ssm import Mamba\n", 1, 6),
     "PL301": ("npu", "import torch\ntorch.backends.cudnn.deterministic = True\n", 2, 1),
     "PL302": ("neutral", "import torch\nx = 1; torch.backends.cudnn.benchmark = True\n", 2, 8),
     "PL303": ("torch", "import torch\ntorch.backends.cuda.matmul.allow_tf32 = True\n", 2, 1),
@@ -35,6 +37,9 @@ FIRES = {
     "PL408": ("neutral", "from torch.profiler import ProfilerActivity\nacts = [ProfilerActivity.CUDA]\n", 2, 9),
     "PL409": ("npu", "import torch\nif version.parse(torch.version.cuda) >= version.parse('11.8'): ...\n", 2, 18),
     "PL410": ("neutral", "import torch.cuda.nccl\n", 1, 8),
+    "PL411": ("neutral", "import torch\nif is_npu_available():\n    torch.npu.set_device(0)\n"
+                         "else:\n    torch.cuda.set_device(0)\n", 2, 1),
+    "PL412": ("neutral", "import torch\nx = torch.ones(1).to(local_rank)\n", 2, 22),
     "PL501": ("npu", "import torch\nx = torch.ones(2, dtype=torch.float64)\n", 2, 25),
     "PL605": ("npu", "import os\nos.environ['NCCL_P2P_LEVEL'] = 'NVL'\n", 2, 12),
     "PL606": ("neutral", "import os\nos.getenv('CUDA_VISIBLE_DEVICES')\n", 2, 11),

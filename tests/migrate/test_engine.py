@@ -35,13 +35,13 @@ def test_a_module_without_cuda_comes_out_byte_identical_even_with_odd_formatting
 
 def test_crlf_line_endings_survive_a_rewrite():
     result = migrate_source("import torch\r\ntorch.cuda.synchronize()\r\nx = torch.ones(1)\r\n")
-    assert result.code == "import torch\r\nimport portlayer\r\n\r\nportlayer.synchronize()\r\nx = torch.ones(1)\r\n"
+    assert result.code == "import portlayer\r\nimport torch\r\nportlayer.synchronize()\r\nx = torch.ones(1)\r\n"
 
 
 def test_imports_the_rewrite_left_unused_are_dropped_others_kept():
     source = "import os\nimport torch\nfrom torch.cuda import synchronize\nsynchronize()\n"
     # `import torch` was unused before the rewrite too: not the rewrite's to drop.
-    assert migrate_source(source).code == "import os\nimport torch\nimport portlayer\n\nportlayer.synchronize()\n"
+    assert migrate_source(source).code == "import os\nimport portlayer\nimport torch\nportlayer.synchronize()\n"
 
 
 def test_prefilter_sees_every_kind_of_trigger():
@@ -102,7 +102,7 @@ def test_user_identifiers_comments_and_messages_are_left_alone():
 def test_nested_attribute_chains_convert_inside_out():
     source = "import torch\nname = torch.cuda.get_device_properties(torch.cuda.current_device()).name\n"
     assert migrate_source(source, "npu").code == (
-        "import torch\nimport torch_npu\n\n"
+        "import torch\nimport torch_npu\n"
         "name = torch.npu.get_device_properties(torch.npu.current_device()).name\n"
     )
 

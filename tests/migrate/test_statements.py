@@ -69,10 +69,9 @@ def test_an_alias_is_followed_into_statements_that_never_spell_the_trigger():
         "gpu.synchronize()\n"
     )
     assert migrate_source(source).code == (
+        "import portlayer\n"
         "import torch\n"
         "from torch.nn.parallel import DistributedDataParallel as DDP\n"
-        "import portlayer\n"
-        "\n"
         "model = DDP(model, device_ids=portlayer.ddp_device_ids(rank))\n"
         "portlayer.synchronize()\n"
     )
@@ -80,7 +79,7 @@ def test_an_alias_is_followed_into_statements_that_never_spell_the_trigger():
 
 def test_an_assignment_target_is_not_read_as_the_import_it_shadows():
     source = "from torch import cuda\ncuda = cuda.synchronize\n"
-    assert migrate_source(source).code == "from torch import cuda\nimport portlayer\n\ncuda = portlayer.synchronize\n"
+    assert migrate_source(source).code == "import portlayer\nfrom torch import cuda\ncuda = portlayer.synchronize\n"
 
 
 def test_columns_count_characters_on_lines_with_non_ascii_text():

@@ -35,9 +35,18 @@ def test_device_is_a_real_torch_device_without_index_on_cpu():
     assert torch.ones(1, device=portlayer.device()).device.type == "cpu"
 
 
+def test_questions_answer_as_torch_cuda_does_without_cuda_while_placement_answers_the_cpu():
+    # torch.cuda on a host without CUDA: is_available() False, device_count() 0 (the lead's decision,
+    # docs/migrate.md "Meaning"), so a program's own cpu fallback runs.
+    assert portlayer.is_available() is False
+    assert portlayer.device_count() == 0
+    assert portlayer.device_type() == "cpu" and portlayer.device(0) == torch.device("cpu")
+    assert portlayer.dist_backend() == "gloo"
+    for value in ("cuda", "cuda:0", "cpu", torch.device("cpu"), torch.ones(1), 0, None):
+        assert portlayer.is_accelerator(value) is False, value
+
+
 def test_device_queries_answer_like_torch_cuda_does():
-    assert portlayer.is_available() is True
-    assert portlayer.device_count() == 1
     assert portlayer.current_device() == 0
     portlayer.set_device(0)
     portlayer.synchronize()

@@ -33,6 +33,8 @@ print(json.dumps({
     "ddp": portlayer.ddp_device_ids(torch.device(portlayer.device_type(), 1)),
     "ddp_list": portlayer.ddp_device_ids([0, "{}:1".format(portlayer.device_type())]),
     "autocast_on": autocast_on,
+    "is_accelerator": [portlayer.is_accelerator(v) for v in (portlayer.device_type() + ":1", "cuda", "cpu",
+                       torch.device("cpu"), torch.ones(1), 0)],
     "scaler_device": portlayer.GradScaler()._device,
     "env_at_import": plugin.ENV_AT_IMPORT,
 }))
@@ -98,6 +100,8 @@ def test_devices_and_ddp_ids_are_of_the_vendor_type(vendor_run):
     assert run["device_2"] == f"{name}:2"
     assert run["ddp"] == [1]
     assert run["ddp_list"] == [0, 1]
+    # On an accelerator "is this the accelerator?" answers truthfully; "cuda" is a CUDA script's word for it.
+    assert run["is_accelerator"] == [True, True, False, False, False, True]
 
 
 def test_amp_runs_on_the_vendor_device_type(vendor_run):

@@ -1,0 +1,94 @@
+"""What the code already guards, found on CPython's tree of the whole file:
+
+- branches that already dispatch per backend (mmengine's `if is_npu_available(): … elif
+  is_mlu_available(): … else: torch.cuda.set_device(…)`): the whole `if` chain is left as it is, on
+  purpose, and said so at info level (PL411). A chain dispatches when one of its tests names another
+  accelerator (`npu`, `musa`, `mlu`, `xpu`, `mps`, `hpu`, …): its CUDA branch is then already one branch
+  among others, and rewriting it would send the accelerator of another branch down the CUDA one's path;
+- imports that are optional: under `try:` with an `except` that catches ImportError, or under an `if`
+  (`if is_apex_available():`, `if torch.cuda.is_available():`). A CUDA-only library imported there
+  is still reported, and the report says the import is optional, so the program's fallback runs
+  without it.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass, field
+
+from portlayer.migrate.codes import CODES
+from portlayer.migrate.model import Diagnostic
+
+# Another accelerator named in a test, also inside identifiers (`is_npu_available`, `torch.npu`, "xpu").
+_OTHER_ACCELERATOR = re.compile(r"(?<![a-z])(npu|musa|mlu|xpu|mps|hpu|mtia|gcu|sdaa|dcu|ipu)(?![a-z])")
+_CUDA = re.compile("cuda|nccl")
+_IMPORT_ERRORS = {"ImportError", "ModuleNotFoundError", "Exception", "BaseException"}
+
+
+@dataclass
+class Guards:
+    dispatch_lines: set[int] = field(default_factory=set)
+    # (line, column 1-based, the test that shows it) of each dispatching `if` chain.
+    dispatch_sites: list[tuple[int, int, str]] = field(default_factory=list)
+    # line of an import statement -> why it is optional.
+    optional_imports: dict[int, str] = field(default_factory=dict)
+
+
+def mentions_another_accelerator(source: str) -> bool:
+    """Cheap test: False means no `if` chain of `source` can dispatch per backend."""
+    return _OTHER_ACCELERATOR.search(source.lower()) is not None
+
+
+def find_guards(tree: ast.Module, source: str) -> Guards:
+    guards = Guards()
+    dispatching = mentions_another_accelerator(source)
+    stack: list[tuple[ast.AST, str | None]] = [(tree, None)]
+    while stack:
+        node, why = stack.pop()
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            if why is not None:
+                guards.optional_imports[node.lineno] = why
+            continue
+        children = [(child, why) for child in ast.iter_child_nodes(node)]
+        if isinstance(node, ast.Try) or type(node).__name__ == "TryStar":
+            if any(_catches_import_errors(handler) for handler in node.handlers):
+                children = [(child, "imported under try/except ImportError") for child in node.body]
+                children += [(child, why) for part in (node.handlers, node.orelse, node.finalbody)
+                             for child in part]
+        elif isinstance(node, ast.If):
+            test = ast.get_source_segment(source, node.test) or ""
+            children = [(node.test, why)] + [(child, f"imported only if `{test}`") for child in node.body + node.orelse]
+            if dispatching and node.lineno not in guards.dispatch_lines and _dispatches(node, source) and (
+                    _CUDA.search((ast.get_source_segment(source, node) or "").lower())):
+                guards.dispatch_lines.update(range(node.lineno, node.end_lineno + 1))
+                guards.dispatch_sites.append((node.lineno, node.col_offset + 1, test))
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            children = [(child, None) for child in ast.iter_child_nodes(node)]  # runs when called
+        stack.extend(reversed(children))
+    return guards
+
+
+def _catches_import_errors(handler: ast.ExceptHandler) -> bool:
+    if handler.type is None:
+        return True
+    types = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
+    return any((getattr(t, "id", None) or getattr(t, "attr", None)) in _IMPORT_ERRORS for t in types)
+
+
+def _dispatches(node: ast.If, source: str) -> bool:
+    """One of the chain's tests (`if`, each `elif`) names another accelerator."""
+    while True:
+        if _OTHER_ACCELERATOR.search((ast.get_source_segment(source, node.test) or "").lower()):
+            return True
+        if len(node.orelse) == 1 and isinstance(node.orelse[0], ast.If):
+            node = node.orelse[0]
+        else:
+            return False
+
+
+def dispatch_diagnostics(guards: Guards, excluded: frozenset[int]) -> list[Diagnostic]:
+    """PL411 at each dispatching chain the user has not excluded already."""
+    row = CODES["PL411"]
+    return [Diagnostic("PL411", line, col, f"{row.title} (`if {test}`)", row.hint, row.severity)
+            for line, col, test in guards.dispatch_sites if line not in excluded]

@@ -1,0 +1,59 @@
+"""An int given as a device means a CUDA device: `.to(self.gpu_id)`, `model.to(local_rank)`,
+`torch.zeros(2, device=rank)`. Where the file provably makes the value an int (`portlayer.migrate.dataflow`),
+the rewrite names the target's device (`.to(portlayer.device(self.gpu_id))`), which is the cpu where there
+is no accelerator; a value named like a GPU index that is not provably an int is reported (PL412).
+
+Vendor targets keep the int: their plugins map an index to their own device.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+from portlayer.migrate.engine.triggers import Words
+from portlayer.migrate.rules.base import Rule, dotted
+from portlayer.migrate.rules.strings import is_method
+
+# Names that hold a GPU index in training code (the last part of `self.gpu_id`, `args.local_rank`).
+INDEX_NAMES = ("gpu", "gpu_id", "gpu_idx", "gpu_index", "local_gpu", "local_rank", "device_id", "device_idx",
+               "device_index", "rank")
+
+
+class IntDeviceIndices(Rule):
+    TRIGGER = Words(whole=INDEX_NAMES)
+
+    @classmethod
+    def fires_for(cls, target) -> bool:
+        return not target.is_vendor
+
+    def visit_Call(self, node: cst.Call) -> None:
+        for value in self._device_arguments(node):
+            name = dotted(value)
+            if name is None or self.excluded(value) or self.qualified(value) is not None:
+                continue  # not a plain value, or an imported name
+            if name.rsplit(".", 1)[-1] not in INDEX_NAMES:
+                continue  # the rule is shown only statements with these names (`device = 0`: dataflow reports)
+            if name in self.context.int_names:
+                if value.lpar:
+                    continue
+                template = self.target.indexed_device
+                self.replacements[value] = device = self.expression(template, index=value)
+                self.changed("PL101", value, f"{name} (an int: a CUDA index) -> {cst.Module([]).code_for_node(device)}")
+            else:
+                self.report("PL412", value, f"{name} is given as a device: an int there means a CUDA device")
+
+    def _device_arguments(self, node: cst.Call) -> list[cst.BaseExpression]:
+        found = []
+        if is_method(node.func, "to"):
+            positional = [arg for arg in node.args if arg.keyword is None and not arg.star]
+            if positional:
+                found.append(positional[0].value)
+        name = self.qualified(node.func)
+        if isinstance(node.func, cst.Attribute) and (name is None or name.startswith("torch.")):
+            found += [arg.value for arg in node.args if arg.keyword is not None and arg.keyword.value == "device"]
+        return found
+
+    def leave_Name(self, original_node, updated_node):
+        return self.replacements.get(original_node, updated_node)
+
+    def leave_Attribute(self, original_node, updated_node):
+        return self.replacements.get(original_node, updated_node)
