@@ -101,6 +101,12 @@ for location in (None, f"{vendor}:0", "cpu", {f"{vendor}:1": f"{vendor}:0"}):
     loaded = torch.load(buffer, map_location=location)["w"]
     placed.append([str(loaded.device), loaded.tolist()])
 out["load"] = placed
+# Kernels that write into an out= tensor they must first resize (mse_loss does, inside).
+a, zeros = torch.arange(4.0, device=vendor).reshape(4, 1), torch.zeros(4, 1, device=vendor)
+out["mse_loss"] = torch.nn.functional.mse_loss(a, zeros).item()
+grown = torch.empty(0, device=vendor)
+torch.add(a, 1, out=grown)
+out["out_resized"] = [list(grown.shape), str(grown.device), grown.flatten().tolist()]
 print(json.dumps(out))
 """
 
@@ -175,6 +181,12 @@ def test_torch_load_honours_map_location(device):
         ["cpu", values],
         [f"{vendor}:0", values],
     ]
+
+
+def test_kernels_that_resize_their_out_tensor(device):
+    vendor, seen = device
+    assert seen["mse_loss"] == (0 + 1 + 4 + 9) / 4
+    assert seen["out_resized"] == [[4, 1], f"{vendor}:0", [1.0, 2.0, 3.0, 4.0]]
 
 
 @pytest.mark.parametrize("vendor", sorted(VENDORS))

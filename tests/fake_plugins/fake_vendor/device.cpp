@@ -397,6 +397,9 @@ void fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     value = to_host(value, seen);
     const c10::AliasInfo* alias = arguments[i].alias_info();
     if (alias && alias->isWrite() && value.isTensor() && on_device(originals[i].toTensor())) {
+      // An out= tensor may be resized by the kernel, which memory borrowed from the device cannot be:
+      // the kernel gets a host copy, and the result is brought back below.
+      if (arguments[i].is_out()) value = value.toTensor().clone(at::MemoryFormat::Preserve);
       written.emplace_back(i, value.toTensor());
     }
   }
@@ -406,7 +409,7 @@ void fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 
   op.callBoxed(stack);
 
-  // An out= tensor the kernel resized (an empty one, typically) got new host memory: bring it back.
+  // Bring back what the kernel wrote to a host copy or to memory it reallocated.
   for (auto& [i, host] : written) {
     const at::Tensor& original = originals[i].toTensor();
     if (host.data_ptr() == original.data_ptr() && host.sizes() == original.sizes() &&
