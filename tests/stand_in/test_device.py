@@ -107,6 +107,15 @@ out["mse_loss"] = torch.nn.functional.mse_loss(a, zeros).item()
 grown = torch.empty(0, device=vendor)
 torch.add(a, 1, out=grown)
 out["out_resized"] = [list(grown.shape), str(grown.device), grown.flatten().tolist()]
+# An LSTM steps through the fused cell on an accelerator (aten picks it for privateuse1): same as the cpu.
+torch.manual_seed(0)
+lstm, inputs = torch.nn.LSTM(4, 8), torch.randn(5, 2, 4)
+lstm(inputs)[0].sum().backward()
+expected = [p.grad.clone() for p in lstm.parameters()]
+lstm.zero_grad()
+on_device = lstm.to(vendor)
+on_device(inputs.to(vendor))[0].sum().backward()
+out["lstm_grad_error"] = max((p.grad.cpu() - e).abs().max().item() for p, e in zip(on_device.parameters(), expected))
 print(json.dumps(out))
 """
 
@@ -187,6 +196,11 @@ def test_kernels_that_resize_their_out_tensor(device):
     vendor, seen = device
     assert seen["mse_loss"] == (0 + 1 + 4 + 9) / 4
     assert seen["out_resized"] == [[4, 1], f"{vendor}:0", [1.0, 2.0, 3.0, 4.0]]
+
+
+def test_an_lstm_trains_through_the_fused_cell_as_on_the_cpu(device):
+    _, seen = device
+    assert seen["lstm_grad_error"] < 1e-5
 
 
 @pytest.mark.parametrize("vendor", sorted(VENDORS))
