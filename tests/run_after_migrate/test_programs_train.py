@@ -55,6 +55,16 @@ ALL = (
 )
 
 
+# Ports that do not train yet, and why: each is a strict xfail, so the day it trains the test says so.
+KNOWN_GAPS = {
+    ("hf_trainer", "dropin-npu"): (
+        "the drop-in maps 'nccl' where torch receives it (init_process_group), not where a library checks "
+        "the string itself: TrainingArguments(ddp_backend='nccl') reaches accelerate, which finds the npu "
+        "and refuses 'nccl' (as it would on Ascend); found on the stand-in npu"
+    ),
+}
+
+
 @pytest.fixture(scope="session")
 def stand_in_device():
     fake_device.build()  # compiled once, before several processes want it
@@ -63,8 +73,11 @@ def stand_in_device():
 @pytest.mark.parametrize("target", TARGETS, ids=str)
 @pytest.mark.parametrize("program", ALL, ids=str)
 def test_ported_program_trains_in_one_process_and_under_torchrun(
-    program: Program, target: Target, tmp_path, stand_in_device
+    program: Program, target: Target, tmp_path, stand_in_device, request
 ):
+    gap = KNOWN_GAPS.get((str(program), str(target)))
+    if gap is not None:
+        request.applymarker(pytest.mark.xfail(reason=gap, strict=True))
     prepared = tmp_path / program.file
     shutil.copyfile(PROGRAMS / program.file, prepared)
     target.prepare(prepared)
