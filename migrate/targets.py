@@ -54,6 +54,9 @@ class Target:
     question: str | None = None
     question_in: str | None = None
     question_tensor: str | None = None
+    # `DistributedDataParallel(device_ids=…)` where the program may run on the cpu, which takes None;
+    # None: the target always has its device (the vendors'), and `device_ids` stays as written.
+    ddp_device_ids: str | None = None
 
     @property
     def is_vendor(self) -> bool:
@@ -124,6 +127,7 @@ _TABLE = {
         question="portlayer.is_accelerator({value})",
         question_in="portlayer.is_accelerator({value})",
         question_tensor="portlayer.is_accelerator({value})",
+        ddp_device_ids="portlayer.ddp_device_ids({ids})",
     ),
     "torch": Target(
         name="torch",
@@ -140,6 +144,7 @@ _TABLE = {
         question=_QUESTION,
         question_in=_QUESTION_IN,
         question_tensor=_QUESTION.replace("{value}", "{value}.device.type"),
+        ddp_device_ids="{ids} if {torch}.accelerator.is_available() else None",
     ),
     **{backend.name: _vendor(backend) for backend in PROBE_ORDER if backend.vendor_api is not None},
 }

@@ -32,7 +32,7 @@ def _namespace() -> dict:
     if not retarget.identity:
         api = {name: getattr(_portlayer, name) for name in _BOUND}
         names.update(_torch_names.names(retarget))
-        names["cuda"] = _cuda_module.build(api, selection.module, selection.backend.device_type)
+        names["cuda"] = _cuda_module.build(api, selection.module, retarget)
     return names
 
 

@@ -146,7 +146,11 @@ class Rule(cst.CSTTransformer):
         parent = self.parent(node)
         if isinstance(parent, _NAMING) and getattr(parent, "name", None) is node:
             return True
-        child = node
+        return self.is_assigned(node)
+
+    def is_assigned(self, node: cst.CSTNode) -> bool:
+        """`node` is (part of) an assignment, `for`, walrus or `del` target: written, not read."""
+        child, parent = node, self.parent(node)
         while isinstance(parent, _TARGET_PARTS):
             child, parent = parent, self.parent(parent)
         return isinstance(parent, _ASSIGNING) and getattr(parent, "target", None) is child

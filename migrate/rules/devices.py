@@ -339,6 +339,10 @@ class Devices(StringRoleRule):
     ) -> cst.BaseExpression:
         if original_node.attr.value != "is_cuda" or self.excluded(original_node):
             return updated_node
+        if self.is_assigned(original_node):
+            # `Storage.is_cuda = …` (a plugin patching torch): a comparison cannot be assigned to.
+            self.report("PL401", original_node, ".is_cuda is assigned here: left as it is")
+            return updated_node
         if self.target.is_vendor:
             replacement = updated_node.with_changes(attr=cst.Name(f"is_{self.target.vendor}"))
         else:

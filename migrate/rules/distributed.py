@@ -72,21 +72,24 @@ class CollectiveBackend(StringRoleRule):
 
 
 class DistributedDataParallelDevices(Rule):
-    """neutral: `DDP(m, device_ids=[i], output_device=i)` -> `DDP(m, device_ids=portlayer.ddp_device_ids(i))`.
+    """`DDP(m, device_ids=[i], output_device=i)`, where the program may run on the cpu (which takes
+    `device_ids=None`): neutral `DDP(m, device_ids=portlayer.ddp_device_ids(i))`, torch
+    `DDP(m, device_ids=[i] if torch.accelerator.is_available() else None)`.
 
     DDP takes `output_device` to default to `device_ids[0]`, and requires None for cpu modules, so an
-    `output_device` that repeats `device_ids` is dropped; any other is reported (PL407). The other
-    targets keep `device_ids=[i]`: DDP accepts device indices on every accelerator.
+    `output_device` that repeats `device_ids` is dropped; any other is reported (PL407). The vendor
+    targets keep `device_ids=[i]`: their program always has its device, and DDP takes its indices.
     """
 
     TRIGGER = Words(("DistributedDataParallel",))  # `DDP` is an alias imported under its name
 
     @classmethod
     def fires_for(cls, target) -> bool:
-        return target.name == "neutral"
+        return target.ddp_device_ids is not None
 
     def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
-        if self.target.name != "neutral" or self.qualified(original_node.func) not in _DDP:
+        template = self.target.ddp_device_ids
+        if template is None or self.qualified(original_node.func) not in _DDP:
             return updated_node
         if self.excluded(original_node):
             return updated_node
@@ -99,10 +102,9 @@ class DistributedDataParallelDevices(Rule):
             return updated_node
         elements = ids_arg.value.elements
         single = elements[0].value if len(elements) == 1 else None
-        argument = single if single is not None else ids_arg.value
-        args[keywords["device_ids"]] = ids_arg.with_changes(
-            value=self.expression("portlayer.ddp_device_ids({ids})", ids=argument)
-        )
+        # neutral's `ddp_device_ids(i)` takes the index itself; torch's keeps the list as written.
+        argument = single if single is not None and self.target.name == "neutral" else ids_arg.value
+        args[keywords["device_ids"]] = ids_arg.with_changes(value=self.expression(template, ids=argument))
         if "output_device" in keywords:
             output = args[keywords["output_device"]].value
             if single is not None and code_of(output) == code_of(single):
@@ -112,6 +114,8 @@ class DistributedDataParallelDevices(Rule):
             else:
                 self.report("PL407", original_node.args[keywords["output_device"]])
         self.changed(
-            "PL105", original_node, "DistributedDataParallel device_ids -> portlayer.ddp_device_ids(...)"
+            "PL105",
+            original_node,
+            f"DistributedDataParallel device_ids -> {code_of(args[keywords['device_ids']].value)}",
         )
         return updated_node.with_changes(args=args)

@@ -14,6 +14,7 @@ from types import ModuleType
 import torch
 
 from portlayer.api import AMP, MIRRORED
+from portlayer.dropin.cuda_names import Retarget, leading_device
 
 
 class _SelectedDevice:
@@ -49,10 +50,22 @@ def _amp(api: dict, device_type: str) -> ModuleType:
     return amp
 
 
-def build(api: dict, device_module: ModuleType, device_type: str) -> ModuleType:
+# torch.cuda functions whose device comes first (or as `device=`): a script passes them its CUDA names
+# (`torch.cuda.set_device(f"cuda:{local_rank}")`), which the vendor's module would refuse.
+DEVICE_FIRST = (
+    "set_device", "synchronize", "get_device_name", "get_device_properties", "get_device_capability",
+    "memory_allocated", "max_memory_allocated", "memory_reserved", "max_memory_reserved",
+    "reset_peak_memory_stats", "mem_get_info", "current_stream", "default_stream",
+)  # fmt: skip
+
+
+def build(api: dict, device_module: ModuleType, retarget: Retarget) -> ModuleType:
     """The look-alike for the backend whose bound API is `api` and device module `device_module`."""
+    device_type = retarget.device_type
     cuda = ModuleType("portlayer.torch.cuda", __doc__)
     vars(cuda).update({name: api[name] for name in MIRRORED})
+    for name in DEVICE_FIRST:
+        setattr(cuda, name, leading_device(api[name], retarget))
     cuda.amp = _amp(api, device_type)
     device = getattr(device_module, "device", None)
     if not isinstance(device, type):

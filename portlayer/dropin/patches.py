@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from portlayer.dropin import user_line
 from portlayer.dropin.cuda_names import Retarget, leading_device
 
 
@@ -57,6 +58,21 @@ def _tensor_cuda(original: Callable, retarget: Retarget) -> Callable:
     return cuda
 
 
+def _tensor_pin_memory(original: Callable, retarget: Retarget) -> Callable:
+    """`Tensor.pin_memory()` on the host: there is no accelerator to pin for, so a copy, as pinning gives.
+
+    Scripts pin on their CUDA branch (`if device_type == "cuda": x.pin_memory().to(device, non_blocking=True)`),
+    and the drop-in leaves their `"cuda"` strings as they are, so that branch runs here; torch would raise.
+    What the script gets is what it would get from pinning: a new tensor with the same values.
+    """
+
+    @functools.wraps(original)
+    def pin_memory(self, device=None):
+        return self.clone()
+
+    return pin_memory
+
+
 def _module_cuda(original: Callable, retarget: Retarget) -> Callable:
     import torch
 
@@ -69,6 +85,34 @@ def _module_cuda(original: Callable, retarget: Retarget) -> Callable:
     return cuda
 
 
+def _import_keeping_dropin(original: Callable, retarget: Retarget) -> Callable:
+    """`__import__` that keeps `import torch.onnx` from taking the drop-in away.
+
+    `import torch.x` binds the name `torch` to the top package, `sys.modules["torch"]`: in a script that
+    did `import portlayer.torch as torch`, every later `torch.cuda…` / `torch.device("cuda")` would then reach
+    plain torch and fail. When the importing module's `torch` is the drop-in, the statement gets the drop-in
+    back (its attributes are the same submodules: `torch.onnx` is torch's, `torch.cuda` the drop-in's).
+    Every other import is torch's own, untouched.
+    """
+
+    @functools.wraps(original)
+    def __import__(name, globals=None, locals=None, fromlist=(), level=0):
+        module = original(name, globals, locals, fromlist, level)
+        if (
+            not fromlist
+            and level == 0
+            and name.startswith("torch")
+            and (len(name) == 5 or name[5] == ".")
+            and globals is not None
+        ):
+            bound = globals.get("torch")
+            if bound is not None and getattr(bound, "__name__", None) == "portlayer.torch":
+                return bound
+        return module
+
+    return __import__
+
+
 @dataclass(frozen=True)
 class Patch:
     # "module" or "module:Class", as `pkgutil.resolve_name` reads it.
@@ -76,6 +120,11 @@ class Patch:
     attribute: str
     # (the object being replaced, the active backend's Retarget) -> its replacement.
     build: Callable[[Any, Retarget], Any]
+    # Needed only where there is no accelerator at all (the cpu backend).
+    host_only: bool = False
+    # Others swap it too, and put theirs back (`warnings.catch_warnings` does): `unpatch` restores the
+    # original only where ours is still in place, and says nothing otherwise.
+    shared: bool = False
 
     @property
     def name(self) -> str:
@@ -106,6 +155,14 @@ PATCHES = (
     ),
     Patch("torch:Tensor", "cuda", _tensor_cuda),
     Patch("torch.nn:Module", "cuda", _module_cuda),
+    Patch("torch:Tensor", "pin_memory", _tensor_pin_memory, host_only=True),
+    Patch("builtins", "__import__", _import_keeping_dropin),
+    Patch(
+        "warnings",
+        "showwarning",
+        lambda original, retarget: user_line.showing_user_line(original),
+        shared=True,
+    ),
     Patch("torch:Tensor", "to", lambda original, retarget: leading_device(original, retarget, method=True)),
     Patch("torch.nn:Module", "to", lambda original, retarget: leading_device(original, retarget, method=True)),
 )
@@ -137,6 +194,8 @@ def patch() -> None:
         applied: list[_Applied] = []
         if not retarget.identity:
             for entry in PATCHES:
+                if entry.host_only and not retarget.host:
+                    continue
                 owner = pkgutil.resolve_name(entry.owner)
                 before = vars(owner).get(entry.attribute, _ABSENT)
                 replacement = entry.build(getattr(owner, entry.attribute), retarget)
@@ -154,9 +213,11 @@ def unpatch() -> None:
         for done in reversed(_applied):
             if vars(done.owner).get(done.patch.attribute) is not done.replacement:
                 # Someone patched it again after us: putting ours back would throw theirs away.
-                warnings.warn(
-                    f"portlayer.unpatch: {done.patch.name} was replaced since; left as it is", stacklevel=2
-                )
+                if not done.patch.shared:
+                    warnings.warn(
+                        f"portlayer.unpatch: {done.patch.name} was replaced since; left as it is",
+                        stacklevel=user_line.stacklevel(),
+                    )
             elif done.before is _ABSENT:
                 delattr(done.owner, done.patch.attribute)
             else:

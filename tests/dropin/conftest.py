@@ -1,10 +1,6 @@
 import importlib
-from pathlib import Path
 
 import pytest
-
-REPO = Path(__file__).resolve().parents[2]
-FAKE_PLUGINS = REPO / "tests" / "fake_plugins"
 
 
 @pytest.fixture(scope="module")

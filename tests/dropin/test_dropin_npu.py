@@ -1,8 +1,9 @@
 """The drop-in on a (fake) Ascend NPU: CUDA names reach torch_npu and hccl, torch itself stays untouched.
 
-One fresh interpreter runs a CUDA script's lines through `import portlayer.torch as torch` with the fake
-torch_npu plugin; the fake has no kernels, so factories and `.to()` are caught by a TorchFunctionMode that
-records the device torch receives, and `torch.cuda.*` by the plugin's own call log.
+One fresh interpreter runs a CUDA script's lines through `import portlayer.torch as torch` with the
+stand-in torch_npu plugin; factories and `.to()` are caught by a TorchFunctionMode that records the device
+torch receives, and `torch.cuda.*` by the plugin's own call log. (Training on the stand-in device, for
+real, is tests/fake_device/.)
 """
 
 import pytest

@@ -37,13 +37,17 @@ def _package(root, dotted: str, text: str = ""):
     (folder / "__init__.py").write_text(text)
 
 
-def _fake_plugin(root, module: str, device: str, collective: str) -> None:
-    """A plugin `module` registering `device` like a real one; only it (not the fake torch_npu) is importable."""
+def _fake_plugin(root, module: str, device: str, collective: str, visible_env: str) -> None:
+    """A plugin `module` registering `device` like a real one (the stand-in device of tests/fake_plugins, 8
+    devices); only it (not the stand-in torch_npu) is importable."""
     _package(
         root,
         module,
-        f"import sys\nsys.path.append({str(FAKE_PLUGINS)!r})\nfrom fake_vendor import install\n"
-        f"install(sys.modules[__name__], {device!r}, {collective!r}, 'fake')\n",
+        f"import os, sys\nsys.path.append({str(FAKE_PLUGINS)!r})\n"
+        f"os.environ.setdefault('FAKE_{device.upper()}_DEVICE_COUNT', '8')\n"
+        "from fake_vendor import install\nfrom fake_vendor.device_module import Vendor\n"
+        f"install(sys.modules[__name__], Vendor({device!r}, 'fake', total_memory=2**30, capability=(0, 0)),\n"
+        f"        collective={collective!r}, visible_env={visible_env!r})\n",
     )
 
 
@@ -55,7 +59,7 @@ def installed_gcu(tmp_path):
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: portlayer-gcu\nVersion: 0.1\n")
     (info / "entry_points.txt").write_text("[portlayer.backends]\ngcu = portlayer_gcu:BACKEND\n")
     (tmp_path / "portlayer_gcu.py").write_text(RECORD)
-    _fake_plugin(tmp_path, "torch_gcu", "gcu", "eccl")
+    _fake_plugin(tmp_path, "torch_gcu", "gcu", "eccl", "TOPS_VISIBLE_DEVICES")
     _package(tmp_path, "torch_gcu.distributed")
     return tmp_path
 
@@ -139,7 +143,7 @@ def test_import_portlayer_scans_no_entry_points_until_a_backend_is_selected(inst
 
 
 def test_a_new_in_tree_record_is_selected_through_its_plugin(tmp_path):
-    _fake_plugin(tmp_path, "torch_sdaa", "sdaa", "tccl")
+    _fake_plugin(tmp_path, "torch_sdaa", "sdaa", "tccl", "SDAA_VISIBLE_DEVICES")
     seen = _run(
         """
         import json, os, portlayer
@@ -152,7 +156,7 @@ def test_a_new_in_tree_record_is_selected_through_its_plugin(tmp_path):
 
 
 def test_gaudi_is_selected_through_its_dotted_plugin_and_imports_its_collective_module(tmp_path):
-    _fake_plugin(tmp_path, "habana_frameworks.torch", "hpu", "hccl")
+    _fake_plugin(tmp_path, "habana_frameworks.torch", "hpu", "hccl", "HABANA_VISIBLE_MODULES")
     _package(tmp_path, "habana_frameworks.torch.distributed.hccl")
     seen = _run(
         """

@@ -1,0 +1,90 @@
+"""Run a program on the stand-in npu / musa device: the one helper other tests need.
+
+    from tests.fake_device import environment
+    subprocess.run(["torchrun", "--standalone", "--nproc_per_node", "2", "train.py"],
+                   env=environment("npu"), check=True)
+    # or, the same with a time limit that also ends ranks stuck at exit:
+    result = torchrun("npu", "train.py", "--steps", 3)
+
+`environment(vendor)` is a copy of `os.environ` in which `import torch_npu` (or `torch_musa`) loads the
+stand-in plugin (tests/fake_plugins/): tensors live on `npu:N` / `musa:N` and compute on the cpu, the
+collective `hccl` / `mccl` runs gloo underneath. Only that vendor's plugin is importable, so portlayer's
+probe finds it with PORTLAYER_BACKEND unset (the caller's PORTLAYER_BACKEND and FAKE_* variables are dropped).
+The host has `devices` devices (2 by default, one per torchrun rank); the vendor's visible-devices variable
+(ASCEND_RT_VISIBLE_DEVICES, MUSA_VISIBLE_DEVICES) picks among them as on the real hardware.
+
+The device is a C++ library compiled on first use and cached (tests/.fake_device_cache/); call `build()`
+once before starting several processes, so that they do not all wait on the compiler.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+FAKE_PLUGINS = REPO / "tests" / "fake_plugins"
+
+# vendor -> (plugin module, collective, visible-devices variable)
+VENDORS = {
+    "npu": ("torch_npu", "hccl", "ASCEND_RT_VISIBLE_DEVICES"),
+    "musa": ("torch_musa", "mccl", "MUSA_VISIBLE_DEVICES"),
+}
+
+
+def plugin_path(*vendors: str) -> list[str]:
+    """The PYTHONPATH entries that make these vendors' stand-in plugins importable."""
+    return [str(FAKE_PLUGINS)] + [str(FAKE_PLUGINS / vendor) for vendor in vendors]
+
+
+def environment(vendor: str, base: dict | None = None, *, devices: int = 2) -> dict:
+    """A subprocess environment in which the stand-in `vendor` device ("npu" or "musa") is installed."""
+    if vendor not in VENDORS:
+        raise ValueError(f"no stand-in for {vendor!r}; choose one of {', '.join(VENDORS)}")
+    env = {
+        k: v
+        for k, v in (os.environ if base is None else base).items()
+        if k != "PORTLAYER_BACKEND" and not k.startswith("FAKE_")
+    }
+    existing = [entry for entry in env.get("PYTHONPATH", "").split(os.pathsep) if entry]
+    env["PYTHONPATH"] = os.pathsep.join([*plugin_path(vendor), str(REPO), *existing])
+    env[f"FAKE_{vendor.upper()}_DEVICE_COUNT"] = str(devices)
+    env.setdefault("OMP_NUM_THREADS", "1")
+    return env
+
+
+def build() -> Path:
+    """Compile the stand-in device now if it is not cached yet; returns the library's path."""
+    sys.path.insert(0, str(FAKE_PLUGINS))
+    try:
+        from fake_vendor import build as builder
+    finally:
+        sys.path.remove(str(FAKE_PLUGINS))
+    return builder.library()
+
+
+def torchrun(vendor: str, script, *args, nproc: int = 2, cwd=None, env: dict | None = None, timeout: int = 300):
+    """`torchrun --standalone --nproc_per_node N script args…` on the stand-in `vendor` device; returns the
+    CompletedProcess (stdout and stderr together in `.stdout`). `env` adds variables."""
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(nproc)]
+    command += [str(script), *map(str, args)]
+    # A session of its own, so that a rank stuck at exit is ended with the launcher.
+    process = subprocess.Popen(
+        command,
+        cwd=cwd or Path(script).parent,
+        env={**environment(vendor, devices=max(nproc, 2)), **(env or {})},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        output, _ = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        output, _ = process.communicate()
+        output += f"\n[torchrun did not finish in {timeout} s]"
+    return subprocess.CompletedProcess(command, process.returncode, output, "")

@@ -1,0 +1,101 @@
+"""A stand-in vendor plugin: registers with torch the way torch_npu and torch_musa do, and computes.
+
+Tensors really live on `npu:N` / `musa:N` (torch's PrivateUse1 slot, renamed); their memory and kernels
+come from the cpu (`device.cpp`, compiled on first use by `build.py`). The device module carries the
+vendor's names (`device_module.py`); the collective (`hccl`, `mccl`) runs gloo underneath
+(`collective.py`).
+
+The "host" has `FAKE_<DEVICE>_DEVICE_COUNT` devices (default 2); the vendor's visible-devices variable
+picks among them as on the real hardware (`ASCEND_RT_VISIBLE_DEVICES=1`: one device, and it is npu:0).
+Every call to a device-module function is recorded in the plugin's `CALLS` as (name, args, kwargs), so
+tests can tell what portlayer dispatched to; `ENV_AT_IMPORT` keeps the environment at import time,
+because the real plugins read their variables then.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import types
+
+import torch
+
+from fake_vendor import build
+
+WATCHED_ENV = (
+    "CUDA_VISIBLE_DEVICES",
+    "ASCEND_RT_VISIBLE_DEVICES",
+    "MUSA_VISIBLE_DEVICES",
+    "HCCL_SOCKET_IFNAME",
+    "HCCL_BUFFSIZE",
+    "MCCL_SOCKET_IFNAME",
+)
+
+
+def visible_count(physical: int, visible: str | None) -> int:
+    """How many devices a process sees: the visible-devices list up to its first invalid entry."""
+    if visible is None:
+        return physical
+    seen: list[int] = []
+    for entry in visible.split(","):
+        entry = entry.strip()
+        if not entry.isdigit() or int(entry) >= physical or int(entry) in seen:
+            break
+        seen.append(int(entry))
+    return len(seen)
+
+
+def install(
+    plugin: types.ModuleType,
+    vendor,
+    collective: str,
+    visible_env: str,
+    module: types.ModuleType | None = None,
+) -> None:
+    """Register the stand-in device under `vendor.device_type`; `module` is the device module to fill (the
+    plugin itself for torch_musa, whose package is `torch.musa`; a new `<plugin>.<type>` otherwise)."""
+    from fake_vendor import collective as collectives
+    from fake_vendor import device_module
+
+    plugin.ENV_AT_IMPORT = {name: os.environ.get(name) for name in WATCHED_ENV}
+    torch.ops.load_library(str(build.library()))
+    physical = int(os.environ.get(f"FAKE_{vendor.device_type.upper()}_DEVICE_COUNT", "2"))
+    count = visible_count(physical, os.environ.get(visible_env))
+    torch.ops.fake_device.set_device_count(count)
+
+    calls: list = []
+
+    def recorded(name, function):
+        def call(*args, **kwargs):
+            calls.append((name, args, kwargs))
+            return function(*args, **kwargs)
+
+        call.__name__ = name
+        return call
+
+    if module is None:
+        module = types.ModuleType(f"{plugin.__name__}.{vendor.device_type}")
+        setattr(plugin, vendor.device_type, module)
+        sys.modules[module.__name__] = module
+    for name, value in device_module.build(module, vendor, count).items():
+        is_function = callable(value) and not isinstance(value, type)
+        setattr(module, name, recorded(name, value) if is_function and not name.startswith("_") else value)
+    for name in ("Event", "Stream"):
+        setattr(module, name, _recording_class(getattr(module, name), name, calls))
+    plugin.CALLS = calls
+
+    # The three registrations DESIGN.md names, as the real plugins make them.
+    torch.utils.rename_privateuse1_backend(vendor.device_type)
+    torch._register_device_module(vendor.device_type, module)
+    collectives.register(collective, vendor.device_type)
+    torch.utils.generate_methods_for_privateuse1_backend(for_tensor=True, for_module=True, for_storage=True)
+
+
+def _recording_class(cls: type, name: str, calls: list) -> type:
+    def __new__(subclass, *args, **kwargs):
+        calls.append((name, args, kwargs))
+        if cls.__new__ is object.__new__:
+            return object.__new__(subclass)
+        return cls.__new__(subclass, *args, **kwargs)
+
+    return type(cls.__name__, (cls,), {"__new__": __new__, "__module__": cls.__module__})
