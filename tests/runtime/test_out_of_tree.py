@@ -9,7 +9,8 @@ import pytest
 
 from portlayer.backends import IN_TREE, Backend, VendorApi, out_of_tree, probe_order
 from portlayer.errors import PortlayerError
-from tests.conftest import FAKE_PLUGINS, REPO, run_python
+from tests.conftest import REPO, run_python
+from tests.fake_device import FAKE_PLUGINS
 
 # A record as an out-of-tree distribution would ship it, with a fake plugin that registers "gcu".
 RECORD = """
