@@ -52,8 +52,8 @@ def compare(baseline: str, run: str, rtol: float, plot_path: str | None, all_ste
     """Compare RUN.json with BASELINE.json step by step.
 
     Exit 0 when every step is within rtol, 1 when the run diverged, 2 when the files are unusable or
-    record different experiments (preset, model config, data, initial weights, global batch, step
-    count). Runs that differ only in settings (lr, precision, dropout, ...) are compared, and the
+    record different experiments (preset, model config, data, initial weights, global batch, sequence
+    length, step count). Runs that differ only in settings (lr, precision, dropout, ...) are compared, and the
     differences named.
     """
     from portlayer.train.report import run_table, setting_notes, step_table, verdict_line

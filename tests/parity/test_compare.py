@@ -48,6 +48,16 @@ def test_rtol_decides(make_run, perturbed):
     assert compare_runs(make_run(), run, rtol=1e-4).within_tolerance
 
 
+def test_an_error_exactly_at_rtol_is_within_it(make_run):
+    # 8 -> 9 is a relative error of exactly 1/8 (both exact in binary): "beyond" means strictly greater.
+    baseline, run = make_run(losses=[8.0, 8.0]), make_run(losses=[8.0, 9.0])
+    comparison = compare_runs(baseline, run, rtol=0.125)
+    assert comparison.max_rel_error == 0.125
+    assert comparison.within_tolerance
+    assert comparison.first_beyond is None
+    assert not compare_runs(baseline, run, rtol=0.124).within_tolerance
+
+
 def test_a_nan_loss_is_a_divergence(make_run, perturbed):
     run = make_run()
     run["steps"][2]["loss"] = math.nan
@@ -70,6 +80,7 @@ def test_a_different_world_size_with_the_same_global_batch_is_comparable(make_ru
         ("init_weights_checksum", {"init_weights_checksum": "beef"}),
         ("global_batch", {"per_device_batch": 3}),
         ("global_batch", {"grad_accum": 2}),
+        ("seq_len", {"seq_len": 128}),  # same batch of sequences, twice the tokens: another experiment
     ],
 )
 def test_each_experiment_field_must_match(make_run, field, override):
@@ -94,6 +105,17 @@ def test_runs_that_differ_in_a_setting_are_compared_and_the_difference_named(
     assert comparison.setting_differences == ((field, baseline_value, run_value),)
 
 
+def test_every_setting_that_differs_is_named_in_order(make_run):
+    run = make_run(precision="bf16", tf32=True, parity=False, deterministic=False, dropout_fields_zeroed=[])
+    assert compare_runs(make_run(), run).setting_differences == (
+        ("precision", "fp32", "bf16"),
+        ("tf32", False, True),
+        ("parity", True, False),
+        ("deterministic", True, False),
+        ("dropout_fields_zeroed", ["resid_pdrop"], []),
+    )
+
+
 def test_identical_settings_name_no_difference(make_run):
     assert compare_runs(make_run(), make_run()).setting_differences == ()
 
@@ -104,7 +126,7 @@ def test_a_global_batch_mismatch_shows_how_each_is_made(make_run):
 
 
 def test_the_compared_fields_include_the_issue_list():
-    assert {"preset", "config_hash", "data_checksum", "init_weights_checksum", "global_batch"} <= set(
+    assert {"preset", "config_hash", "data_checksum", "init_weights_checksum", "global_batch", "seq_len"} <= set(
         COMPARABLE_FIELDS
     )
     assert "world_size" not in COMPARABLE_FIELDS
