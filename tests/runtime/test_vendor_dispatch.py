@@ -49,7 +49,12 @@ def vendor_run(request):
 
     result = run_python(
         CALL_EVERYTHING,
-        env={"PORTLAYER_BACKEND": request.param, "CUDA_VISIBLE_DEVICES": "4,5", "NCCL_SOCKET_IFNAME": "ib0"},
+        env={
+            "PORTLAYER_BACKEND": request.param,
+            "CUDA_VISIBLE_DEVICES": "4,5",
+            "NCCL_SOCKET_IFNAME": "ib0",
+            "NCCL_SOCKET_FAMILY": "AF_INET6",
+        },
     )
     assert result.returncode == 0, result.stderr
     import json
@@ -102,6 +107,7 @@ def test_cuda_visible_devices_is_carried_over_before_the_plugin_loads(vendor_run
     assert run["env_at_import"][VENDORS[name]["visible"]] == "4,5"
     if name == "npu":
         assert run["env_at_import"]["HCCL_SOCKET_IFNAME"] == "ib0"
+        assert run["env_at_import"]["HCCL_SOCKET_FAMILY"] == "AF_INET6"
     else:
         assert run["env_at_import"]["MCCL_SOCKET_IFNAME"] == "ib0"
 
