@@ -149,3 +149,10 @@ def test_after_binding_the_package_drops_its_lazy_getattr():
 
     assert "__getattr__" not in vars(package)
     assert package.patch is package.dropin.patches.patch
+
+
+def test_activating_the_active_backend_again_keeps_every_bound_function():
+    before = {name: getattr(portlayer, name) for name in BOUND}
+    portlayer.activate("cpu")
+    assert {name: getattr(portlayer, name) for name in BOUND} == before
+    assert all(getattr(portlayer, name) is function for name, function in before.items())
