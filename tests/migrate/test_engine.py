@@ -128,15 +128,21 @@ def test_cuda_only_in_comments_and_docstrings_is_left_alone(source):
     assert (result.code, result.changes, result.diagnostics) == (source, (), ())
 
 
-@pytest.mark.parametrize("source", [
-    'import torch\nf"{torch.cuda.synchronize()}"\n',  # an f-string statement's expressions are code
-    'import torch\n"cuda:0" ""\n',  # two strings, not a docstring: each is a literal the rules look at
-    'import torch\nx = "cuda"  \\\n  # comment\n',
+@pytest.mark.parametrize(("source", "code", "changes", "diagnostics"), [
+    # an f-string statement's expressions are code: converted, and the now unused `import torch` goes
+    ('import torch\nf"{torch.cuda.synchronize()}"\n', 'import portlayer\nf"{portlayer.synchronize()}"\n',
+     [("PL102", 2, 4), ("PL110", 2, 4)], []),
+    # two strings, not a docstring: each is a literal the rules look at (a device string used as no device)
+    ('import torch\n"cuda:0" ""\n', None, [], [("PL405", 2, 1)]),
+    ('import torch\nx = "cuda"  \\\n  # comment\n', None, [], [("PL405", 2, 5)]),
 ])
-def test_strings_and_expressions_that_look_like_prose_are_still_migrated(source):
+def test_strings_and_expressions_that_look_like_prose_are_still_migrated(source, code, changes, diagnostics):
     from portlayer.migrate.engine import run_rules
     from portlayer.migrate.targets import target_named
 
     for target in TARGETS:
         assert run_rules(source, target_named(target)) == run_rules(source, target_named(target), every_rule=True)
-    assert migrate_source(source).changes or migrate_source(source).diagnostics
+    result = migrate_source(source)
+    assert result.code == (source if code is None else code)
+    assert [(c.code, c.line, c.col) for c in result.changes] == changes
+    assert [(d.code, d.line, d.col) for d in result.diagnostics] == diagnostics
