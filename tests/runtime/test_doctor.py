@@ -32,10 +32,41 @@ def test_doctor_json_reports_backend_devices_versions_collective_and_a_live_chec
     assert report["check"]["max_abs_error"] < 1e-3
 
 
-def test_doctor_text_is_one_line_per_fact():
+def test_doctor_text_is_one_line_per_fact(monkeypatch):
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    import torch
+
     result = CliRunner().invoke(cli, ["doctor", "--no-check"])
     assert result.exit_code == 0
-    labels = [line.split()[0] for line in result.output.splitlines()]
-    assert labels[:2] == ["backend", "probed"]
-    assert {"devices", "torch", "vendor", "collective", "visible"} <= set(labels)
-    assert "check" not in labels
+    lines = result.output.splitlines()
+    assert lines[0] == "backend      cpu  (no accelerator found)"
+    assert lines[1].startswith(
+        "probed       npu: torch_npu is not installed; musa: torch_musa is not installed; "
+        "mlu: torch_mlu is not installed; xpu: "
+    )
+    assert lines[2].startswith("devices      1: [0] ")
+    assert lines[3:] == [
+        f"torch        {torch.__version__}",
+        "vendor       -",
+        "collective   gloo (available in this torch build)",
+        "visible      CUDA_VISIBLE_DEVICES=<unset>",
+    ]
+
+
+def test_doctor_exits_1_and_says_what_broke_when_the_live_check_fails(monkeypatch):
+    def lost(*args, **kwargs):
+        raise RuntimeError("device lost. The driver said more on the following pages\nand more")
+
+    monkeypatch.setattr(portlayer, "synchronize", lost)
+    result = CliRunner().invoke(cli, ["doctor"])
+    assert result.exit_code == 1
+    assert result.output.splitlines()[-1] == "check        FAILED: RuntimeError: device lost"
+    as_json = CliRunner().invoke(cli, ["doctor", "--json"])
+    assert as_json.exit_code == 1
+    assert json.loads(as_json.output)["check"] == {"ok": False, "detail": "RuntimeError: device lost"}
+
+
+def test_doctor_text_ends_with_the_passed_check():
+    result = CliRunner().invoke(cli, ["doctor"])
+    assert result.exit_code == 0
+    assert result.output.splitlines()[-1].startswith("check        ok: 256x256 matmul on cpu, max abs error vs host ")
