@@ -8,7 +8,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export HF_DATASETS_OFFLINE := 1
 
-.PHONY: demo test lint bench venv clean
+.PHONY: demo test lint bench venv clean mutation
 
 venv: $(STAMP)
 
@@ -21,8 +21,14 @@ demo: $(STAMP)
 	$(BIN)/portlayer doctor
 	$(BIN)/python examples/demo.py
 
+# In random order (pytest-randomly; the seed is printed, `-p randomly -p "randomly_seed=N"` repeats one).
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -n 2 --dist loadgroup
+	$(BIN)/python -m pytest -q -n 2 --dist loadgroup -p randomly
+
+# Mutation testing (cosmic-ray) of the modules listed in tests/mutation/run.py; not part of `make test`.
+# `make mutation MUTATION_TARGETS="compare shell"` runs some; an interrupted run resumes where it stopped.
+mutation: $(STAMP)
+	$(BIN)/python tests/mutation/run.py $(MUTATION_TARGETS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check portlayer migrate reference_train tests bench examples setup.py
