@@ -21,7 +21,7 @@ demo: $(STAMP)
 	$(BIN)/portlayer doctor
 	$(BIN)/python examples/demo.py
 
-# In random order (pytest-randomly; the seed is printed, `-p randomly -p "randomly_seed=N"` repeats one).
+# In random order (pytest-randomly): the seed is printed at the top; `-p randomly --randomly-seed=N` repeats an order.
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -n 2 --dist loadgroup -p randomly
 
