@@ -10,15 +10,19 @@ The mutants are made in a copy of the tracked tree, one per target under build/m
 this checkout, so an interrupted run leaves no mutated file behind, and targets can run side by side).
 Sessions are kept there: running again resumes where an interrupted run stopped; `--fresh` starts over
 (needed after the module itself changed). Mutants that no test can kill because they change
-nothing observable are listed, with why, in docs/mutation.md and marked `# pragma: no mutate`.
+nothing observable are listed, with why, in docs/mutation.md; mutants inside type annotations are skipped
+(every module here has `from __future__ import annotations`: an annotation is never evaluated).
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
+import functools
 import json
 import os
 import shutil
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -68,7 +72,13 @@ def tool(name: str) -> str:
     return str(Path(sys.executable).parent / name)
 
 
-def run_target(name: str, fresh: bool) -> tuple[int, int, list[str]]:
+def forget_survivors(session: Path) -> None:
+    """Make the survivors pending again (after tests were added to kill them)."""
+    with sqlite3.connect(session) as db:
+        db.execute("DELETE FROM work_results WHERE test_outcome = 'SURVIVED'")
+
+
+def run_target(name: str, fresh: bool, retest: bool) -> tuple[int, int, list[str]]:
     module, tests = TARGETS[name]
     tree, config, session = WORK / name / "tree", WORK / name / "config.toml", WORK / name / "session.sqlite"
     copy_tree(tree)
@@ -86,21 +96,56 @@ def run_target(name: str, fresh: bool) -> tuple[int, int, list[str]]:
     if fresh or not session.exists():
         session.unlink(missing_ok=True)
         subprocess.run([tool("cosmic-ray"), "init", str(config), str(session)], cwd=tree, env=env, check=True)
-        # Mutants on lines marked `# pragma: no mutate` (the accepted equivalent ones) are skipped.
-        subprocess.run([tool("cr-filter-pragma"), str(session)], cwd=tree, env=env, check=True)
+        skip_annotations(session, tree)
+    elif retest:
+        forget_survivors(session)
     subprocess.run([tool("cosmic-ray"), "exec", str(config), str(session)], cwd=tree, env=env, check=True)
-    return tally(session)
+    return tally(session, tree)
 
 
-def tally(session: Path) -> tuple[int, int, list[str]]:
+@functools.cache
+def annotation_spans(path: Path) -> tuple[tuple[tuple[int, int], tuple[int, int]], ...]:
+    """(start, end) (line from 1, column from 0) of every annotation in the file."""
+    spans = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        annotations = []
+        if isinstance(node, ast.arg):
+            annotations.append(node.annotation)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            annotations.append(node.returns)
+        elif isinstance(node, ast.AnnAssign):
+            annotations.append(node.annotation)
+        spans += [
+            ((each.lineno, each.col_offset), (each.end_lineno, each.end_col_offset)) for each in annotations if each
+        ]
+    return tuple(spans)
+
+
+def in_annotation(mutation: dict, tree: Path) -> bool:
+    position = tuple(mutation["start_pos"])
+    return any(start <= position < end for start, end in annotation_spans(tree / mutation["module_path"]))
+
+
+def skip_annotations(session: Path, tree: Path) -> None:
+    from cosmic_ray.work_db import use_db
+    from cosmic_ray.work_item import WorkerOutcome, WorkResult
+
+    with use_db(str(session)) as db:
+        for item in db.work_items:
+            mutation = {"module_path": str(item.mutations[0].module_path), "start_pos": item.mutations[0].start_pos}
+            if in_annotation(mutation, tree):
+                db.set_result(item.job_id, WorkResult(worker_outcome=WorkerOutcome.SKIPPED))
+
+
+def tally(session: Path, tree: Path) -> tuple[int, int, list[str]]:
     """(killed, run, survivors) from the session: a mutant the tests did not fail on survived."""
     dump = subprocess.run([tool("cosmic-ray"), "dump", str(session)], capture_output=True, text=True, check=True).stdout
     killed = run = 0
     survivors = []
     for line in dump.splitlines():
         job, result = json.loads(line)
-        if result is None or result.get("worker_outcome") != "normal":
-            continue  # not run yet, skipped by a pragma, or broke the worker
+        if result is None or result.get("worker_outcome") != "normal" or in_annotation(job["mutations"][0], tree):
+            continue  # not run yet, skipped, in an annotation, or broke the worker
         run += 1
         if result["test_outcome"] == "killed":
             killed += 1
@@ -117,6 +162,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("targets", nargs="*", choices=[[], *TARGETS], metavar="TARGET", default=[])
     parser.add_argument("--fresh", action="store_true", help="Start every session over.")
+    parser.add_argument("--retest-survivors", action="store_true", help="Run the survivors again, with the tests as they are now.")
     parser.add_argument("--report", action="store_true", help="Only print the figures of existing sessions.")
     args = parser.parse_args()
     names = args.targets or list(TARGETS)
@@ -125,9 +171,9 @@ def main() -> int:
         session = WORK / name / "session.sqlite"
         if args.report:
             if session.exists():
-                figures[name] = tally(session)
+                figures[name] = tally(session, WORK / name / "tree")
             continue
-        figures[name] = run_target(name, args.fresh)
+        figures[name] = run_target(name, args.fresh, args.retest_survivors)
     below = 0
     for name, (killed, run, survivors) in figures.items():
         share = killed / run if run else 0.0

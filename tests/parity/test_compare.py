@@ -58,6 +58,12 @@ def test_an_error_exactly_at_rtol_is_within_it(make_run):
     assert not compare_runs(baseline, run, rtol=0.124).within_tolerance
 
 
+def test_long_identical_runs_are_comparable(make_run):
+    # 300 steps: counts beyond the small integers CPython caches must still compare equal.
+    losses = [10.0 - step / 100 for step in range(300)]
+    assert compare_runs(make_run(losses=losses), make_run(losses=losses)).within_tolerance
+
+
 def test_a_nan_loss_is_a_divergence(make_run, perturbed):
     run = make_run()
     run["steps"][2]["loss"] = math.nan

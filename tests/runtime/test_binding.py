@@ -22,6 +22,11 @@ def test_import_portlayer_loads_neither_torch_nor_a_plugin():
 
 BOUND_ON_NPU = """
 import json, torch, portlayer
+def _error(call):
+    try:
+        call()
+    except Exception as exc:
+        return f"{type(exc).__name__}: {exc}"
 portlayer.synchronize  # first use binds
 with portlayer.device(1):
     default_inside = str(torch.get_default_device())
@@ -32,6 +37,11 @@ print(json.dumps({
     "same_device_object": portlayer.device(1) is portlayer.device(1),
     "default_inside": default_inside,
     "default_after": str(torch.get_default_device()),
+    "ddp_ids": [portlayer.ddp_device_ids(torch.device("npu", 1)), portlayer.ddp_device_ids("npu:0"),
+                portlayer.ddp_device_ids(1), portlayer.ddp_device_ids(torch.device("npu")),
+                portlayer.ddp_device_ids(("npu:1", 0))],
+    "devices": [str(portlayer.device()), str(portlayer.device("npu:1")), str(portlayer.device(torch.device("npu")))],
+    "bad_index": _error(lambda: portlayer.ddp_device_ids(1.5)),
 }))
 """
 
@@ -51,6 +61,15 @@ def test_every_mirrored_name_is_the_vendors_own_function(bound_on_npu):
 def test_binding_removes_the_lazy_lookup(bound_on_npu):
     # CPython specialises attribute lookups only on modules without __getattr__.
     assert bound_on_npu["lazy_lookup_left"] is False
+
+
+def test_ddp_device_ids_and_device_take_an_index_a_device_or_a_string(bound_on_npu):
+    # the fake plugin's current device is 0 until set_device
+    assert bound_on_npu["ddp_ids"] == [[1], [0], [1], [0], [1, 0]]
+    assert bound_on_npu["devices"] == ["npu:0", "npu:1", "npu:0"]
+    assert bound_on_npu["bad_index"] == (
+        "TypeError: expected a device index, a torch.device or a device string, got 1.5"
+    )
 
 
 def test_with_portlayer_device_makes_it_the_default_for_new_tensors(bound_on_npu):
