@@ -35,7 +35,12 @@ PYTEST = "python -m pytest -x -q -p no:randomly -p no:cacheprovider -p no:xdist"
 TARGETS = {
     "compare": ("reference_train/compare.py", "tests/parity"),
     "runfile": ("reference_train/runfile.py", "tests/trainer/test_runfile.py tests/parity"),
-    "selection": ("portlayer/selection.py", "tests/runtime/test_selection.py tests/runtime/test_binding.py"),
+    "selection": (
+        "portlayer/selection.py",
+        "tests/runtime/test_selection.py tests/runtime/test_binding.py"
+        " tests/runtime/test_vendor_dispatch.py::test_probing_prefers_a_vendor_plugin_over_cuda_and_stops_at_the_first_with_a_device"
+        " tests/runtime/test_vendor_dispatch.py::test_a_plugin_that_sees_no_device_or_fails_to_load_is_skipped",
+    ),
     "runtime": (
         "portlayer/runtime.py",
         "tests/runtime/test_cpu_api.py tests/runtime/test_binding.py tests/runtime/test_selection.py",

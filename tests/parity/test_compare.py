@@ -1,5 +1,6 @@
 """compare_runs: when two runs count as the same training, and how an error is classified."""
 
+import dataclasses
 import math
 
 import pytest
@@ -62,6 +63,25 @@ def test_long_identical_runs_are_comparable(make_run):
     # 300 steps: counts beyond the small integers CPython caches must still compare equal.
     losses = [10.0 - step / 100 for step in range(300)]
     assert compare_runs(make_run(losses=losses), make_run(losses=losses)).within_tolerance
+
+
+def test_negative_losses_compare_by_their_magnitude(make_run):
+    # |(-3) - (-2)| / |-2| = 0.5
+    comparison = compare_runs(make_run(losses=[-2.0, -2.0]), make_run(losses=[-2.0, -3.0]), rtol=0.5)
+    assert comparison.max_rel_error == 0.5 and comparison.within_tolerance
+
+
+def test_a_zero_baseline_loss_is_refused(make_run):
+    with pytest.raises(IncomparableRuns, match="^baseline loss is 0 at step 2: no relative error$"):
+        compare_runs(make_run(losses=[1.0, 0.0]), make_run(losses=[1.0, 0.0]))
+
+
+def test_a_comparison_cannot_be_altered_after_the_fact(make_run):
+    comparison = compare_runs(make_run(), make_run())
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        comparison.rtol = 1.0
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        comparison.steps[0].run_loss = 0.0
 
 
 def test_a_nan_loss_is_a_divergence(make_run, perturbed):
