@@ -156,3 +156,14 @@ def test_activating_the_active_backend_again_keeps_every_bound_function():
     portlayer.activate("cpu")
     assert {name: getattr(portlayer, name) for name in BOUND} == before
     assert all(getattr(portlayer, name) is function for name, function in before.items())
+
+
+def test_set_deterministic_turns_it_on_by_default_and_off_on_request():
+    try:
+        portlayer.set_deterministic()
+        assert torch.are_deterministic_algorithms_enabled()
+        assert not torch.is_deterministic_algorithms_warn_only_enabled()
+        portlayer.set_deterministic(False)
+        assert not torch.are_deterministic_algorithms_enabled()
+    finally:
+        torch.use_deterministic_algorithms(False)
