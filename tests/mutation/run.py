@@ -41,10 +41,7 @@ TARGETS = {
         " tests/runtime/test_vendor_dispatch.py::test_probing_prefers_a_vendor_plugin_over_cuda_and_stops_at_the_first_with_a_device"
         " tests/runtime/test_vendor_dispatch.py::test_a_plugin_that_sees_no_device_or_fails_to_load_is_skipped",
     ),
-    "runtime": (
-        "portlayer/runtime.py",
-        "tests/runtime/test_cpu_api.py tests/runtime/test_binding.py tests/runtime/test_selection.py",
-    ),
+    "runtime": ("portlayer/runtime.py", "tests/runtime/test_cpu_api.py tests/runtime/test_binding.py"),
     "environment": ("portlayer/environment.py", "tests/runtime/test_environment.py"),
     "patches": ("portlayer/dropin/patches.py", "tests/dropin/test_patching.py tests/dropin/test_dropin_cpu.py"),
     "shell": ("migrate/shell.py", "tests/migrate_cli/test_shell.py"),
