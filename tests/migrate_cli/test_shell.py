@@ -197,3 +197,32 @@ def test_settings_only_cuda_reads_are_reported_for_every_target_and_user_variabl
         ("PL607", 2, 1),
         ("PL607", 2, second.index("TORCH_NCCL") + 1),
     ]
+
+
+# bash's quoting and expansion rules, case by case: what is an expansion of a CUDA variable (renamed for
+# npu, PL107 at the name's column), what only looks like one (reported, PL601), and where a command starts.
+LEXING = [
+    ('echo "\\"$CUDA_VISIBLE_DEVICES\\""', 'echo "\\"$ASCEND_RT_VISIBLE_DEVICES\\""', [], [10]),
+    ("echo ${#CUDA_VISIBLE_DEVICES}", "echo ${#ASCEND_RT_VISIBLE_DEVICES}", [], [9]),
+    (" echo ${#CUDA_VISIBLE_DEVICES}", " echo ${#ASCEND_RT_VISIBLE_DEVICES}", [], [10]),
+    ("echo ${!CUDA_VISIBLE_DEVICES}", "echo ${!ASCEND_RT_VISIBLE_DEVICES}", [], [9]),
+    ("X=$(nproc)$CUDA_VISIBLE_DEVICES", "X=$(nproc)$ASCEND_RT_VISIBLE_DEVICES", [], [12]),
+    ("echo ${X:-'}'} $CUDA_VISIBLE_DEVICES", "echo ${X:-'}'} $ASCEND_RT_VISIBLE_DEVICES", [], [17]),
+    ("echo $((1+2)) $CUDA_VISIBLE_DEVICES", "echo $((1+2)) $ASCEND_RT_VISIBLE_DEVICES", [], [16]),
+    ("echo $'it\\'s' $CUDA_VISIBLE_DEVICES", "echo $'it\\'s' $ASCEND_RT_VISIBLE_DEVICES", [], [16]),
+    ("echo `echo $CUDA_VISIBLE_DEVICES`", "echo `echo $ASCEND_RT_VISIBLE_DEVICES`", [], [13]),
+    ('a=$(echo ")"); nvidia-smi', None, [("PL603", 16)], []),  # the ")" is quoted: nvidia-smi is a command
+    ("echo $$CUDA_VISIBLE_DEVICES", None, [("PL601", 8)], []),  # $$ is the shell's pid, then plain text
+    ("echo '$CUDA_VISIBLE_DEVICES' $CUDA_VISIBLE_DEVICES", "echo '$CUDA_VISIBLE_DEVICES' $ASCEND_RT_VISIBLE_DEVICES",
+     [("PL601", 8)], [31]),
+    ('echo "${CUDA_VISIBLE_DEVICES}" && nvidia-smi -L', 'echo "${ASCEND_RT_VISIBLE_DEVICES}" && nvidia-smi -L',
+     [("PL603", 35)], [9]),
+]
+
+
+@pytest.mark.parametrize(("line", "renamed", "diagnostics", "change_columns"), LEXING)
+def test_expansions_are_found_as_bash_reads_them(line, renamed, diagnostics, change_columns):
+    result = migrate_shell(line + "\n", "npu")
+    assert result.code == (line if renamed is None else renamed) + "\n"
+    assert [(d.code, d.col) for d in result.diagnostics] == diagnostics
+    assert [(c.code, c.col) for c in result.changes] == [("PL107", column) for column in change_columns]

@@ -146,6 +146,22 @@ def test_identical_settings_name_no_difference(make_run):
     assert compare_runs(make_run(), make_run()).setting_differences == ()
 
 
+def test_the_global_batch_counts_accumulation(make_run):
+    # 2 ranks x 2 sequences x 2 accumulated = 8 = 2 ranks x 4 x 1
+    assert compare_runs(make_run(), make_run(per_device_batch=2, grad_accum=2)).within_tolerance
+
+
+def test_a_mismatched_field_shows_both_values(make_run):
+    with pytest.raises(IncomparableRuns) as error:
+        compare_runs(make_run(), make_run(config_hash="beef"))
+    assert str(error.value) == "runs differ in config_hash: baseline 'c0ffee', run 'beef'"
+
+
+def test_a_run_longer_than_the_baseline_is_refused(make_run):
+    with pytest.raises(IncomparableRuns, match="^runs differ in step count: baseline 4, run 6$"):
+        compare_runs(make_run(losses=[10.8, 10.1, 9.7, 9.4]), make_run())
+
+
 def test_a_global_batch_mismatch_shows_how_each_is_made(make_run):
     with pytest.raises(IncomparableRuns, match=r"baseline 8 \(2 ranks x 4 x 1 accumulated\), run 6 "):
         compare_runs(make_run(), make_run(world_size=2, per_device_batch=3))
