@@ -98,11 +98,11 @@ def run_target(name: str, fresh: bool, retest: bool) -> tuple[int, int, list[str
     if fresh or not session.exists():
         session.unlink(missing_ok=True)
         subprocess.run([tool("cosmic-ray"), "init", str(config), str(session)], cwd=tree, env=env, check=True)
-        skip_annotations(session, tree)
+        skip_annotations(session)
     elif retest:
         forget_survivors(session)
     subprocess.run([tool("cosmic-ray"), "exec", str(config), str(session)], cwd=tree, env=env, check=True)
-    return tally(session, tree)
+    return tally(session)
 
 
 @functools.cache
@@ -123,30 +123,31 @@ def annotation_spans(path: Path) -> tuple[tuple[tuple[int, int], tuple[int, int]
     return tuple(spans)
 
 
-def in_annotation(mutation: dict, tree: Path) -> bool:
+def in_annotation(mutation: dict) -> bool:
+    # Read from this checkout: the copy's file may hold a mutant right now.
     position = tuple(mutation["start_pos"])
-    return any(start <= position < end for start, end in annotation_spans(tree / mutation["module_path"]))
+    return any(start <= position < end for start, end in annotation_spans(REPO / mutation["module_path"]))
 
 
-def skip_annotations(session: Path, tree: Path) -> None:
+def skip_annotations(session: Path) -> None:
     from cosmic_ray.work_db import use_db
     from cosmic_ray.work_item import WorkerOutcome, WorkResult
 
     with use_db(str(session)) as db:
         for item in db.work_items:
             mutation = {"module_path": str(item.mutations[0].module_path), "start_pos": item.mutations[0].start_pos}
-            if in_annotation(mutation, tree):
+            if in_annotation(mutation):
                 db.set_result(item.job_id, WorkResult(worker_outcome=WorkerOutcome.SKIPPED))
 
 
-def tally(session: Path, tree: Path) -> tuple[int, int, list[str]]:
+def tally(session: Path) -> tuple[int, int, list[str]]:
     """(killed, run, survivors) from the session: a mutant the tests did not fail on survived."""
     dump = subprocess.run([tool("cosmic-ray"), "dump", str(session)], capture_output=True, text=True, check=True).stdout
     killed = run = 0
     survivors = []
     for line in dump.splitlines():
         job, result = json.loads(line)
-        if result is None or result.get("worker_outcome") != "normal" or in_annotation(job["mutations"][0], tree):
+        if result is None or result.get("worker_outcome") != "normal" or in_annotation(job["mutations"][0]):
             continue  # not run yet, skipped, in an annotation, or broke the worker
         run += 1
         if result["test_outcome"] == "killed":
@@ -173,7 +174,7 @@ def main() -> int:
         session = WORK / name / "session.sqlite"
         if args.report:
             if session.exists():
-                figures[name] = tally(session, WORK / name / "tree")
+                figures[name] = tally(session)
             continue
         figures[name] = run_target(name, args.fresh, args.retest_survivors)
     below = 0
