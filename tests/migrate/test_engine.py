@@ -146,3 +146,22 @@ def test_strings_and_expressions_that_look_like_prose_are_still_migrated(source,
     assert result.code == (source if code is None else code)
     assert [(c.code, c.line, c.col) for c in result.changes] == changes
     assert [(d.code, d.line, d.col) for d in result.diagnostics] == diagnostics
+
+
+@pytest.mark.parametrize(("source", "neutral", "torch_target"), [
+    ('import torch\nd = torch.device("cuda:1")\n', 'import portlayer\nd = portlayer.device(1)\n',
+     'import torch\nd = torch.device(torch.accelerator.current_accelerator().type, 1)\n'),
+    ('import torch\nx = torch.zeros(2, device="cuda:3")\n',
+     'import torch\nimport portlayer\n\nx = torch.zeros(2, device=portlayer.device(3))\n',
+     'import torch\nx = torch.zeros(2, device=torch.device(torch.accelerator.current_accelerator().type, 3))\n'),
+    # "cpu" stays as written; only "cuda" names the accelerator
+    ('import torch\nx = torch.zeros(2, device="cpu")\ny = torch.zeros(2, device="cuda")\n',
+     'import torch\nimport portlayer\n\nx = torch.zeros(2, device="cpu")\ny = torch.zeros(2, device=portlayer.device_type())\n',
+     'import torch\nx = torch.zeros(2, device="cpu")\ny = torch.zeros(2, device=torch.accelerator.current_accelerator().type)\n'),
+    ('import torch\nd = torch.device("cpu")\ne = torch.device("cuda")\n',
+     'import torch\nimport portlayer\n\nd = torch.device("cpu")\ne = portlayer.device()\n',
+     'import torch\nd = torch.device("cpu")\ne = torch.accelerator.current_accelerator()\n'),
+])
+def test_device_strings_with_an_index_keep_it_and_cpu_stays(source, neutral, torch_target):
+    assert migrate_source(source, "neutral").code == neutral
+    assert migrate_source(source, "torch").code == torch_target
