@@ -165,3 +165,10 @@ def test_strings_and_expressions_that_look_like_prose_are_still_migrated(source,
 def test_device_strings_with_an_index_keep_it_and_cpu_stays(source, neutral, torch_target):
     assert migrate_source(source, "neutral").code == neutral
     assert migrate_source(source, "torch").code == torch_target
+
+
+def test_only_torch_cudas_nccl_is_reported_as_nccl_only():
+    assert [(d.code, d.line, d.col) for d in migrate_source("from torch.cuda import nccl\n").diagnostics] == [
+        ("PL410", 1, 1)
+    ]
+    assert migrate_source("from mylib import nccl\n").diagnostics == ()

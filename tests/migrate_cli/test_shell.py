@@ -226,3 +226,15 @@ def test_expansions_are_found_as_bash_reads_them(line, renamed, diagnostics, cha
     assert result.code == (line if renamed is None else renamed) + "\n"
     assert [(d.code, d.col) for d in result.diagnostics] == diagnostics
     assert [(c.code, c.col) for c in result.changes] == [("PL107", column) for column in change_columns]
+
+
+@pytest.mark.parametrize(("line", "renamed", "change_columns"), [
+    ("env -u CUDA_VISIBLE_DEVICES python x.py", "env -u MUSA_VISIBLE_DEVICES python x.py", [8]),
+    ("env -i --unset CUDA_VISIBLE_DEVICES NCCL_DEBUG=INFO python x.py",
+     "env -i --unset MUSA_VISIBLE_DEVICES MCCL_DEBUG=INFO python x.py", [16, 37]),
+    ("env -i -u NCCL_DEBUG python x.py", "env -i -u MCCL_DEBUG python x.py", [11]),
+])
+def test_env_unsets_and_assignments_are_renamed(line, renamed, change_columns):
+    result = migrate_shell(line + "\n", "musa")
+    assert result.code == renamed + "\n"
+    assert [(c.code, c.col) for c in result.changes] == [("PL107", column) for column in change_columns]
