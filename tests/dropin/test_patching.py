@@ -110,5 +110,8 @@ def test_to_keeps_the_arguments_after_the_device(dropin):
     assert (moved.device.type, moved.dtype) == ("cpu", torch.float64)
     moved = torch.ones(2).to("cuda:0", torch.float16, copy=True)
     assert (moved.device.type, moved.dtype) == ("cpu", torch.float16)
+    assert torch.ones(2).to(dtype=torch.float64).dtype == torch.float64  # no device: nothing to retarget
+    assert torch.ones(2).to(torch.float16, non_blocking=False).dtype == torch.float16
+    assert torch.ones(2).to(device="cuda:0").device.type == "cpu"
     layer = torch.nn.Linear(2, 2).to("cuda", torch.float64)
     assert layer.weight.dtype == torch.float64 and layer.weight.device.type == "cpu"

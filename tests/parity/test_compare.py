@@ -147,8 +147,8 @@ def test_identical_settings_name_no_difference(make_run):
 
 
 def test_the_global_batch_counts_accumulation(make_run):
-    # 2 ranks x 2 sequences x 2 accumulated = 8 = 2 ranks x 4 x 1
-    assert compare_runs(make_run(), make_run(per_device_batch=2, grad_accum=2)).within_tolerance
+    # 1 rank x 4 sequences x 2 accumulated = 8 = 2 ranks x 4 x 1
+    assert compare_runs(make_run(), make_run(world_size=1, per_device_batch=4, grad_accum=2)).within_tolerance
 
 
 def test_a_mismatched_field_shows_both_values(make_run):

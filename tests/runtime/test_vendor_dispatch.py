@@ -124,6 +124,7 @@ def test_probing_prefers_a_vendor_plugin_over_cuda_and_stops_at_the_first_with_a
     run = in_fresh_process(PROBE)
     assert run["backend"] == "npu"
     assert run["probes"] == [["npu", True, "2 devices"]]
+    assert in_fresh_process(PROBE, env={"FAKE_NPU_DEVICE_COUNT": "1"})["probes"] == [["npu", True, "1 device"]]
 
 
 def test_a_plugin_that_sees_no_device_or_fails_to_load_is_skipped(in_fresh_process):
