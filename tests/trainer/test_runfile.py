@@ -87,6 +87,9 @@ def test_a_nan_loss_is_written_as_valid_json_and_read_back_as_nan(tmp_path):
         (lambda r: r["steps"].pop(), "metadata.steps is 2 but the file holds 1 steps"),
         (lambda r: r["metadata"].update(steps=1), "metadata.steps is 1 but the file holds 2 steps"),
         (lambda r: r["steps"][0].pop("loss"), "step 1 lacks"),
+        (lambda r: r["steps"].__setitem__(0, 5), "step 1 lacks one of step, loss"),
+        (lambda r: r["metadata"].update(world_size=True), r"metadata.world_size has the wrong type \(True\)"),
+        (lambda r: r["metadata"].update(lr=False), r"metadata.lr has the wrong type \(False\)"),
         (lambda r: r["summary"].pop("perplexity"), "summary lacks"),
     ],
 )
