@@ -80,7 +80,7 @@ def forget_survivors(session: Path) -> None:
         db.execute("DELETE FROM work_results WHERE test_outcome = 'SURVIVED'")
 
 
-def run_target(name: str, fresh: bool, retest: bool) -> tuple[int, int, list[str]]:
+def run_target(name: str, fresh: bool, retest: bool) -> tuple[int, int, int, list[str]]:
     module, tests = TARGETS[name]
     tree, config, session = WORK / name / "tree", WORK / name / "config.toml", WORK / name / "session.sqlite"
     copy_tree(tree)
@@ -140,15 +140,19 @@ def skip_annotations(session: Path) -> None:
                 db.set_result(item.job_id, WorkResult(worker_outcome=WorkerOutcome.SKIPPED))
 
 
-def tally(session: Path) -> tuple[int, int, list[str]]:
-    """(killed, run, survivors) from the session: a mutant the tests did not fail on survived."""
+def tally(session: Path) -> tuple[int, int, int, list[str]]:
+    """(killed, run, all, survivors) from the session: a mutant the tests did not fail on survived; `all`
+    counts every mutant outside annotations, run or not."""
     dump = subprocess.run([tool("cosmic-ray"), "dump", str(session)], capture_output=True, text=True, check=True).stdout
-    killed = run = 0
+    killed = run = every = 0
     survivors = []
     for line in dump.splitlines():
         job, result = json.loads(line)
-        if result is None or result.get("worker_outcome") != "normal" or in_annotation(job["mutations"][0]):
-            continue  # not run yet, skipped, in an annotation, or broke the worker
+        if in_annotation(job["mutations"][0]):
+            continue
+        every += 1
+        if result is None or result.get("worker_outcome") != "normal":
+            continue  # not run yet, or broke the worker
         run += 1
         if result["test_outcome"] == "killed":
             killed += 1
@@ -158,7 +162,7 @@ def tally(session: Path) -> tuple[int, int, list[str]]:
                 f"{mutation['module_path']}:{mutation['start_pos'][0]}: {mutation['operator_name']}"
                 f" #{mutation['occurrence']}"
             )
-    return killed, run, survivors
+    return killed, run, every, survivors
 
 
 def main() -> int:
@@ -178,10 +182,10 @@ def main() -> int:
             continue
         figures[name] = run_target(name, args.fresh, args.retest_survivors)
     below = 0
-    for name, (killed, run, survivors) in figures.items():
+    for name, (killed, run, every, survivors) in figures.items():
         share = killed / run if run else 0.0
         below += share < GOAL
-        print(f"{TARGETS[name][0]:32} {killed:5} of {run:5} mutants killed ({share:.1%})")
+        print(f"{TARGETS[name][0]:28} {killed:5} of {run:5} mutants killed ({share:6.1%}); {run} of {every} run")
         for survivor in survivors:
             print(f"    survived: {survivor}")
     return 1 if below else 0
