@@ -27,10 +27,13 @@ def _error(call):
         call()
     except Exception as exc:
         return f"{type(exc).__name__}: {exc}"
+from portlayer import runtime
+selected_first = runtime.selection().backend.name  # asking which backend selects it
 portlayer.synchronize  # first use binds
 with portlayer.device(1):
     default_inside = str(torch.get_default_device())
 print(json.dumps({
+    "selected_first": selected_first,
     "identical": [name for name in portlayer.api.MIRRORED if getattr(portlayer, name) is getattr(torch.npu, name)],
     "synchronize_is": portlayer.synchronize is torch.npu.synchronize,
     "lazy_lookup_left": "__getattr__" in vars(portlayer),
@@ -54,6 +57,7 @@ def bound_on_npu():
 
 
 def test_every_mirrored_name_is_the_vendors_own_function(bound_on_npu):
+    assert bound_on_npu["selected_first"] == "npu"
     assert bound_on_npu["synchronize_is"] is True
     assert bound_on_npu["identical"] == list(MIRRORED)
 
