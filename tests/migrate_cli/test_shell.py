@@ -238,3 +238,34 @@ def test_env_unsets_and_assignments_are_renamed(line, renamed, change_columns):
     result = migrate_shell(line + "\n", "musa")
     assert result.code == renamed + "\n"
     assert [(c.code, c.col) for c in result.changes] == [("PL107", column) for column in change_columns]
+
+
+# Subshells inside $( ), and here-documents: an unquoted delimiter expands the body (renamed), a quoted one
+# keeps it literal (reported as looking like a variable), <<- strips leading tabs before the delimiter.
+SCRIPTS = [
+    ("X=$( (nvidia-smi) ); echo $CUDA_VISIBLE_DEVICES\n", "X=$( (nvidia-smi) ); echo $ASCEND_RT_VISIBLE_DEVICES\n",
+     [("PL603", 1, 7)], [(1, 28)]),
+    ("cat <<EOF\n$CUDA_VISIBLE_DEVICES\nEOF\necho $NCCL_DEBUG\n",
+     "cat <<EOF\n$ASCEND_RT_VISIBLE_DEVICES\nEOF\necho $NCCL_DEBUG\n", [("PL605", 4, 7)], [(2, 2)]),
+    ("cat <<'EOF'\n$CUDA_VISIBLE_DEVICES\nEOF\necho $NCCL_DEBUG\n", None, [("PL601", 2, 2), ("PL605", 4, 7)], []),
+    ("cat <<-EOF\n\t$CUDA_VISIBLE_DEVICES\n\tEOF\nnvidia-smi\n",
+     "cat <<-EOF\n\t$ASCEND_RT_VISIBLE_DEVICES\n\tEOF\nnvidia-smi\n", [("PL603", 4, 1)], [(2, 3)]),
+]
+
+
+@pytest.mark.parametrize(("script", "renamed", "diagnostics", "changes"), SCRIPTS)
+def test_subshells_and_here_documents(script, renamed, diagnostics, changes):
+    result = migrate_shell(script, "npu")
+    assert result.code == (script if renamed is None else renamed)
+    assert [(d.code, d.line, d.col) for d in result.diagnostics] == diagnostics
+    assert [(c.line, c.col) for c in result.changes] == changes
+
+
+@pytest.mark.parametrize(("target", "why"), [
+    ("neutral", "portlayer's runtime carries them over to the active backend"),
+    ("torch", "their names depend on the vendor; run with --target npu or --target musa to rename them"),
+])
+def test_the_info_says_why_variables_are_left(target, why):
+    [info] = migrate_shell("export CUDA_VISIBLE_DEVICES=0\n", target).diagnostics
+    assert (info.code, info.line, info.col) == ("PL604", 1, 8)
+    assert info.message == f"left CUDA_VISIBLE_DEVICES as is: {why}"
