@@ -10,7 +10,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export HF_DATASETS_OFFLINE := 1
 
-.PHONY: demo test lint bench venv clean
+.PHONY: demo test lint bench venv clean mutation
 
 venv: $(STAMP)
 
@@ -28,8 +28,17 @@ demo: $(STAMP)
 	$(BIN)/portlayer doctor
 	$(BIN)/python examples/demo.py
 
+# In random order (pytest-randomly), so that order dependence cannot come back: the seed is printed first
+# (-q hides pytest's header), and `make test SEED=N` repeats an order.
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -n 2 --dist loadgroup
+	@seed=$${SEED:-$$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')}; \
+	echo "test order: --randomly-seed=$$seed (make test SEED=$$seed repeats it)"; \
+	$(BIN)/python -m pytest -q -n 2 --dist loadgroup -p randomly --randomly-seed=$$seed
+
+# Mutation testing (cosmic-ray) of the modules listed in tests/mutation/run.py; not part of `make test`.
+# `make mutation MUTATION_TARGETS="compare shell"` runs some; an interrupted run resumes where it stopped.
+mutation: $(STAMP)
+	$(BIN)/python tests/mutation/run.py $(MUTATION_TARGETS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check portlayer migrate reference_train tests bench examples setup.py

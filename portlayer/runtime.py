@@ -131,10 +131,17 @@ def activate(name: str | None = None) -> Backend:
     global _selection
     selection = select(name)
     namespace = vars(sys.modules["portlayer"])
-    namespace.update(build(selection))
+    # Re-activating the backend already bound keeps its functions: `portlayer.torch.cuda` and names taken
+    # with `from portlayer import x` stay the very objects `portlayer.*` holds.
+    if not _binds(_selection, selection):
+        namespace.update(build(selection))
     _drop_lazy_lookup(namespace)
     _selection = selection
     return selection.backend
+
+
+def _binds(bound: Selection | None, selection: Selection) -> bool:
+    return bound is not None and bound.backend is selection.backend and bound.module is selection.module
 
 
 def _drop_lazy_lookup(namespace: dict) -> None:

@@ -63,7 +63,8 @@ def compare(
     """Compare RUN.json with BASELINE.json step by step.
 
     Exit 0 when every step is within rtol, 1 when the run diverged, 2 when the files are unusable or
-    record different experiments (preset, model config, data, initial weights, global batch). Runs of
+    record different experiments (preset, model config, data, initial weights, global batch, sequence
+    length). Runs of
     different lengths are compared over the steps both have, and say so. Runs that differ only in
     settings (lr, precision, dropout, ...) are compared, and the differences named.
     """

@@ -16,8 +16,16 @@ DEFAULT_RTOL = 1e-5
 
 # What must be equal for two runs to be the same experiment. The world size is deliberately absent: DDP
 # averages gradients over ranks, so 2 ranks x 4 and 1 rank x 8 train the same model up to rounding; the
-# global batch (world size x per-device batch x accumulation, computed, not read) is what must match.
-COMPARABLE_FIELDS = ("preset", "config_hash", "data_checksum", "init_weights_checksum", "global_batch")
+# global batch (world size x per-device batch x accumulation, computed, not read) is what must match. The
+# sequence length changes what each step trains on (and the loss a step reports), so it must match too.
+COMPARABLE_FIELDS = (
+    "preset",
+    "config_hash",
+    "data_checksum",
+    "init_weights_checksum",
+    "global_batch",
+    "seq_len",
+)
 
 # Settings two comparable runs may differ in. They are compared anyway — a port that trains with another
 # learning rate or with dropout on is what a parity check exists to catch — and the differences are named

@@ -9,9 +9,21 @@ import torch
 
 import portlayer
 from portlayer.dropin import cuda_module
-from portlayer.dropin import torch_names as retargeted
 
 CPU = torch.device("cpu")
+
+# The names through which a CUDA script asks for a device (docs/dropin.md): the ones whose docs list a
+# `device` argument, the device and stream types, amp, `load`'s map_location, and `cuda` itself.
+RETARGETED = {
+    *("Event", "Generator", "GradScaler", "Stream", "amp", "autocast", "cuda", "device", "load"),
+    *("arange", "as_tensor", "asarray", "bartlett_window", "blackman_window", "empty", "empty_like"),
+    *("empty_permuted", "empty_strided", "eye", "from_dlpack", "from_file", "full", "full_like"),
+    *("get_device_module", "hamming_window", "hann_window", "kaiser_window", "linspace", "logspace"),
+    *("normal", "ones", "ones_like", "rand", "rand_like", "randint", "randint_like", "randn", "randn_like"),
+    *("randperm", "range", "scalar_tensor", "set_default_device", "sparse_bsc_tensor", "sparse_bsr_tensor"),
+    *("sparse_compressed_tensor", "sparse_coo_tensor", "sparse_csc_tensor", "sparse_csr_tensor", "tensor"),
+    *("tril_indices", "triu_indices", "zeros", "zeros_like"),
+}
 
 
 def documents_device(value) -> bool:
@@ -19,6 +31,13 @@ def documents_device(value) -> bool:
     return isinstance(doc, str) and bool(
         re.search(r"^\s*device \(", doc, re.M) or "device=" in doc.split("\n\n")[0]
     )
+
+
+def torch_own(held, current) -> bool:
+    """Whether the drop-in holds torch's own object for a name. Read with getattr: a submodule torch loaded
+    after the drop-in was made (torch._numpy) comes through its __getattr__; and torch may rewrap its own
+    function later (importing torch._dynamo wraps torch.manual_seed), which the drop-in then holds unwrapped."""
+    return held is current or getattr(current, "__wrapped__", None) is held
 
 
 def test_is_a_real_module_holding_torchs_namespace(dropin):
@@ -35,9 +54,9 @@ def test_is_a_real_module_holding_torchs_namespace(dropin):
     changed = {
         name
         for name, value in vars(torch).items()
-        if not name.startswith("__") and vars(dropin)[name] is not value
+        if not name.startswith("__") and not torch_own(getattr(dropin, name), value)
     }
-    assert changed == set(retargeted.names(retargeted.Retarget(portlayer.backend()))) | {"cuda"}
+    assert changed == {name for name in RETARGETED if hasattr(torch, name)}
 
 
 def test_loads_what_torch_loads_lazily(dropin):

@@ -81,7 +81,8 @@ def test_unpatch_leaves_a_later_patch_alone(dropin):
             warnings.simplefilter("always")
             portlayer.unpatch()
         assert vars(torch.nn.Module)["to"] is theirs
-        assert any("torch.nn.Module.to" in str(warning.message) for warning in caught)
+        [warning] = [each for each in caught if "torch.nn.Module.to" in str(each.message)]
+        assert warning.filename == __file__  # points at the caller of unpatch()
     finally:
         torch.nn.Module.to = ours.__wrapped__
         portlayer.patch()
@@ -98,3 +99,23 @@ def test_torch_itself_is_not_patched(dropin):
     assert not [name for name, value in vars(torch.cuda).items() if from_portlayer(value)]
     assert not torch.cuda.is_available()
     assert torch.cuda.is_available is not dropin.cuda.is_available
+
+
+def test_each_patch_wears_the_name_and_doc_of_what_it_replaces(dropin):
+    portlayer.patch()
+    for entry in PATCHES:
+        replacement = vars(pkgutil.resolve_name(entry.owner))[entry.attribute]
+        assert replacement.__name__ == entry.attribute, entry.name
+        assert replacement.__doc__ == replacement.__wrapped__.__doc__, entry.name
+
+
+def test_to_keeps_the_arguments_after_the_device(dropin):
+    moved = torch.ones(2).to("cuda", torch.float64)
+    assert (moved.device.type, moved.dtype) == ("cpu", torch.float64)
+    moved = torch.ones(2).to("cuda:0", torch.float16, copy=True)
+    assert (moved.device.type, moved.dtype) == ("cpu", torch.float16)
+    assert torch.ones(2).to(dtype=torch.float64).dtype == torch.float64  # no device: nothing to retarget
+    assert torch.ones(2).to(torch.float16, non_blocking=False).dtype == torch.float16
+    assert torch.ones(2).to(device="cuda:0").device.type == "cpu"
+    layer = torch.nn.Linear(2, 2).to("cuda", torch.float64)
+    assert layer.weight.dtype == torch.float64 and layer.weight.device.type == "cpu"

@@ -98,3 +98,11 @@ def gpt2_with_wrong_eps():
     model, batch = tiny_gpt2()
     on_device_only(model.transformer.h[1].ln_2, wrong_eps)
     return model, batch
+
+
+def gpt2_with_two_faults():
+    """Two faulty modules: locate must name the first one to run (block 0's ln_1), not the later one."""
+    model, batch = tiny_gpt2()
+    on_device_only(model.transformer.h[0].ln_1, wrong_eps)
+    on_device_only(model.transformer.h[1].ln_2, wrong_eps)
+    return model, batch

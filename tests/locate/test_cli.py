@@ -40,6 +40,46 @@ def test_locate_names_the_module_and_exits_1():
     assert result.output.startswith("first divergence: transformer.h.1.ln_2 (LayerNorm)")
 
 
+def test_locate_names_the_first_of_two_faulty_modules_to_run():
+    result = run(locate, "--model", "tests/locate/models.py:gpt2_with_two_faults")
+    assert result.exit_code == 1, result.output
+    flagged = [line.split()[1] for line in result.output.splitlines() if line.rstrip().endswith("*")]
+    assert flagged[-3:] == ["transformer.h.0", "transformer.h.1", "transformer.h.1.ln_2"]
+    assert result.output.splitlines()[-1].startswith("first divergence: transformer.h.0.ln_1 (LayerNorm)")
+
+
+@pytest.mark.parametrize(
+    "tol, exit_code, verdict",
+    [
+        # the wrong eps costs the LayerNorm an own error of about 0.34
+        ("1", 0, "no divergence: every module within 1.00e+00"),
+        ("0.1", 1, "first divergence: transformer.h.1.ln_2 (LayerNorm): own error 3.4"),
+    ],
+)
+def test_locate_tol_sets_the_tolerance(tol, exit_code, verdict):
+    result = run(locate, "--model", FAULTY, "--quiet", "--tol", tol)
+    assert result.exit_code == exit_code, result.output
+    assert result.output.startswith(verdict)
+    if exit_code:
+        assert "> tolerance 1.00e-01 " in result.output
+
+
+def test_locate_dtype_runs_the_device_side_in_it_with_its_tolerance():
+    result = run(locate, "--model", CLEAN, "--dtype", "bfloat16")
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert lines[0].startswith("oracle: cpu cpu") and " float64, torch " in lines[0]
+    assert lines[1].startswith("device: cpu cpu") and " bfloat16, torch " in lines[1]
+    # sqrt(eps) of bfloat16: sqrt(2**-7) = 0.0884 (docs/parity-locate.md, "Tolerance")
+    assert lines[-1] == "no divergence: every module within 8.84e-02"
+
+
+def test_locate_dtype_must_be_a_floating_point_dtype():
+    result = run(locate, "--model", CLEAN, "--dtype", "int8")
+    assert result.exit_code == 2
+    assert "not a floating-point dtype: 'int8'" in result.output
+
+
 def test_dump_then_diff(tmp_path):
     a, b = tmp_path / "a.json", tmp_path / "b.json"
     result = run(dump, "--model", CLEAN, "-o", a)

@@ -128,15 +128,47 @@ def test_cuda_only_in_comments_and_docstrings_is_left_alone(source):
     assert (result.code, result.changes, result.diagnostics) == (source, (), ())
 
 
-@pytest.mark.parametrize("source", [
-    'import torch\nf"{torch.cuda.synchronize()}"\n',  # an f-string statement's expressions are code
-    'import torch\n"cuda:0" ""\n',  # two strings, not a docstring: each is a literal the rules look at
-    'import torch\nx = "cuda"  \\\n  # comment\n',
+@pytest.mark.parametrize(("source", "code", "changes", "diagnostics"), [
+    # an f-string statement's expressions are code: converted, and the now unused `import torch` goes
+    ('import torch\nf"{torch.cuda.synchronize()}"\n', 'import portlayer\nf"{portlayer.synchronize()}"\n',
+     [("PL102", 2, 4), ("PL110", 2, 4)], []),
+    # two strings, not a docstring: each is a literal the rules look at (a device string used as no device)
+    ('import torch\n"cuda:0" ""\n', None, [], [("PL405", 2, 1)]),
+    ('import torch\nx = "cuda"  \\\n  # comment\n', None, [], [("PL405", 2, 5)]),
 ])
-def test_strings_and_expressions_that_look_like_prose_are_still_migrated(source):
+def test_strings_and_expressions_that_look_like_prose_are_still_migrated(source, code, changes, diagnostics):
     from portlayer.migrate.engine import run_rules
     from portlayer.migrate.targets import target_named
 
     for target in TARGETS:
         assert run_rules(source, target_named(target)) == run_rules(source, target_named(target), every_rule=True)
-    assert migrate_source(source).changes or migrate_source(source).diagnostics
+    result = migrate_source(source)
+    assert result.code == (source if code is None else code)
+    assert [(c.code, c.line, c.col) for c in result.changes] == changes
+    assert [(d.code, d.line, d.col) for d in result.diagnostics] == diagnostics
+
+
+@pytest.mark.parametrize(("source", "neutral", "torch_target"), [
+    ('import torch\nd = torch.device("cuda:1")\n', 'import portlayer\nd = portlayer.device(1)\n',
+     'import torch\nd = torch.device(torch.accelerator.current_accelerator().type, 1)\n'),
+    ('import torch\nx = torch.zeros(2, device="cuda:3")\n',
+     'import torch\nimport portlayer\n\nx = torch.zeros(2, device=portlayer.device(3))\n',
+     'import torch\nx = torch.zeros(2, device=torch.device(torch.accelerator.current_accelerator().type, 3))\n'),
+    # "cpu" stays as written; only "cuda" names the accelerator
+    ('import torch\nx = torch.zeros(2, device="cpu")\ny = torch.zeros(2, device="cuda")\n',
+     'import torch\nimport portlayer\n\nx = torch.zeros(2, device="cpu")\ny = torch.zeros(2, device=portlayer.device_type())\n',
+     'import torch\nx = torch.zeros(2, device="cpu")\ny = torch.zeros(2, device=torch.accelerator.current_accelerator().type)\n'),
+    ('import torch\nd = torch.device("cpu")\ne = torch.device("cuda")\n',
+     'import torch\nimport portlayer\n\nd = torch.device("cpu")\ne = portlayer.device()\n',
+     'import torch\nd = torch.device("cpu")\ne = torch.accelerator.current_accelerator()\n'),
+])
+def test_device_strings_with_an_index_keep_it_and_cpu_stays(source, neutral, torch_target):
+    assert migrate_source(source, "neutral").code == neutral
+    assert migrate_source(source, "torch").code == torch_target
+
+
+def test_only_torch_cudas_nccl_is_reported_as_nccl_only():
+    assert [(d.code, d.line, d.col) for d in migrate_source("from torch.cuda import nccl\n").diagnostics] == [
+        ("PL410", 1, 1)
+    ]
+    assert migrate_source("from mylib import nccl\n").diagnostics == ()

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -128,6 +130,43 @@ def test_check_exits_1_when_a_file_would_change_and_writes_nothing(tmp_path, mig
     assert run.exit_code == 1
     assert snapshot(tmp_path) == before
     assert "1 would change" in run.stderr
+
+
+def test_diff_keeps_diagnostics_off_stdout_so_the_patch_applies(tmp_path, migrate, monkeypatch):
+    write_tree(tmp_path, {"train.py": "import apex\n" + CUDA_SOURCE})
+    monkeypatch.chdir(tmp_path)
+
+    run = migrate("train.py", "--diff")
+
+    assert run.exit_code == 0
+    assert "train.py:1:8: PL201" in run.stderr
+    assert "PL201" not in run.stdout and "hint:" not in run.stdout
+    assert run.stdout.startswith("--- a/train.py\n+++ b/train.py\n@@ ")
+    assert all(line[:1] in " +-@\\" for line in run.stdout.splitlines())
+    patched = subprocess.run(["patch", "-p1", "--dry-run"], input=run.stdout, text=True, capture_output=True)
+    assert patched.returncode == 0, patched.stdout + patched.stderr
+
+
+def test_check_with_diff_prints_the_patch_exits_1_and_writes_nothing(tmp_path, migrate, monkeypatch):
+    write_tree(tmp_path, {"train.py": CUDA_SOURCE, "model.py": PLAIN_SOURCE})
+    before = snapshot(tmp_path)
+    monkeypatch.chdir(tmp_path)
+
+    run = migrate(".", "--check", "--diff")
+
+    assert run.exit_code == 1
+    assert snapshot(tmp_path) == before
+    assert run.stdout.startswith("--- a/train.py\n+++ b/train.py\n@@ ")
+    assert f"+    {SYNCHRONIZED}\n" in run.stdout
+    assert "1 would change" in run.stderr
+
+
+def test_check_with_diff_on_a_migrated_tree_prints_nothing_and_exits_0(tmp_path, migrate):
+    write_tree(tmp_path, {"model.py": PLAIN_SOURCE})
+
+    run = migrate(tmp_path, "--check", "--diff")
+
+    assert (run.exit_code, run.stdout) == (0, "")
 
 
 def test_check_exits_0_when_nothing_would_change(tmp_path, migrate):
@@ -324,6 +363,9 @@ def _tree(root):
     }
     files |= {f"pkg{i}/model.py": PLAIN_SOURCE for i in range(2)}
     files["pkg1/broken.py"] = "torch.cuda.synchronize(\n"
+    # Still mentions CUDA after migration (apex is reported, not converted): a re-run reaches the rules
+    # instead of stopping at the prefilter.
+    files["pkg1/with_apex.py"] = "import torch\nimport apex\n\n\ndef step():\n    torch.cuda.synchronize()\n"
     files["launch.sh"] = "CUDA_VISIBLE_DEVICES=0,1 torchrun --nproc_per_node 2 pkg0/train_0.py\n"
     return write_tree(root, files)
 
@@ -354,6 +396,8 @@ def test_a_second_run_changes_nothing(tmp_path, migrate, target):
     assert second.exit_code == 2  # the broken file is still broken, and nothing else would change
     assert "0 would change" in second.stderr
     assert snapshot(tmp_path) == after_first
+    # The apex file went through the rules again: its diagnostic is reported again.
+    assert re.search(r"with_apex\.py:\d+:8: PL201 ", second.stdout), second.stdout
 
 
 def test_quiet_prints_nothing_and_verbose_adds_changes_and_statistics(tmp_path, migrate):

@@ -5,8 +5,6 @@ from __future__ import annotations
 import pytest
 from portlayer.migrate.shell import migrate_shell
 
-from portlayer.backends import BY_NAME
-
 LAUNCH = """\
 #!/usr/bin/env bash
 # Pick GPUs with CUDA_VISIBLE_DEVICES; NCCL_DEBUG=INFO helps when NCCL hangs.
@@ -23,17 +21,24 @@ def codes(result):
     return [(d.code, d.line) for d in result.diagnostics]
 
 
-@pytest.mark.parametrize("target", ["npu", "musa"])
-def test_vendor_targets_rename_variables_from_the_backend_records(target):
-    backend = BY_NAME[target]
-    socket = next(alias.target for alias in backend.env_aliases if alias.source == "NCCL_SOCKET_IFNAME")
+# The vendors' own names (Ascend: ASCEND_RT_VISIBLE_DEVICES, HCCL_SOCKET_IFNAME; Moore Threads:
+# MUSA_VISIBLE_DEVICES, MCCL_SOCKET_IFNAME), as the README's variable table lists them.
+VENDOR_NAMES = {
+    "npu": ("ASCEND_RT_VISIBLE_DEVICES", "HCCL_SOCKET_IFNAME"),
+    "musa": ("MUSA_VISIBLE_DEVICES", "MCCL_SOCKET_IFNAME"),
+}
+
+
+@pytest.mark.parametrize("target", sorted(VENDOR_NAMES))
+def test_vendor_targets_rename_variables_to_the_vendors_names(target):
+    visible, socket = VENDOR_NAMES[target]
 
     result = migrate_shell(LAUNCH, target)
 
     lines = result.code.splitlines()
-    assert lines[3] == f"export {backend.visible_devices_env}=0,1"
+    assert lines[3] == f"export {visible}=0,1"
     assert lines[4].startswith(f"export {socket}=eth0 ")
-    assert lines[5] == f"NGPUS=$(echo \"${backend.visible_devices_env}\" | tr ',' '\\n' | wc -l)"
+    assert lines[5] == f"NGPUS=$(echo \"${visible}\" | tr ',' '\\n' | wc -l)"
     # comments, the program's own flags and the launcher lines are untouched
     assert lines[:3] + lines[6:] == LAUNCH.splitlines()[:3] + LAUNCH.splitlines()[6:]
     assert {(c.code, c.line) for c in result.changes} == {("PL107", 4), ("PL107", 5), ("PL107", 6)}
@@ -192,3 +197,75 @@ def test_settings_only_cuda_reads_are_reported_for_every_target_and_user_variabl
         ("PL607", 2, 1),
         ("PL607", 2, second.index("TORCH_NCCL") + 1),
     ]
+
+
+# bash's quoting and expansion rules, case by case: what is an expansion of a CUDA variable (renamed for
+# npu, PL107 at the name's column), what only looks like one (reported, PL601), and where a command starts.
+LEXING = [
+    ('echo "\\"$CUDA_VISIBLE_DEVICES\\""', 'echo "\\"$ASCEND_RT_VISIBLE_DEVICES\\""', [], [10]),
+    ("echo ${#CUDA_VISIBLE_DEVICES}", "echo ${#ASCEND_RT_VISIBLE_DEVICES}", [], [9]),
+    (" echo ${#CUDA_VISIBLE_DEVICES}", " echo ${#ASCEND_RT_VISIBLE_DEVICES}", [], [10]),
+    ("echo ${!CUDA_VISIBLE_DEVICES}", "echo ${!ASCEND_RT_VISIBLE_DEVICES}", [], [9]),
+    ("X=$(nproc)$CUDA_VISIBLE_DEVICES", "X=$(nproc)$ASCEND_RT_VISIBLE_DEVICES", [], [12]),
+    ("echo ${X:-'}'} $CUDA_VISIBLE_DEVICES", "echo ${X:-'}'} $ASCEND_RT_VISIBLE_DEVICES", [], [17]),
+    ("echo $((1+2)) $CUDA_VISIBLE_DEVICES", "echo $((1+2)) $ASCEND_RT_VISIBLE_DEVICES", [], [16]),
+    ("echo $'it\\'s' $CUDA_VISIBLE_DEVICES", "echo $'it\\'s' $ASCEND_RT_VISIBLE_DEVICES", [], [16]),
+    ("echo `echo $CUDA_VISIBLE_DEVICES`", "echo `echo $ASCEND_RT_VISIBLE_DEVICES`", [], [13]),
+    ('a=$(echo ")"); nvidia-smi', None, [("PL603", 16)], []),  # the ")" is quoted: nvidia-smi is a command
+    ("echo $$CUDA_VISIBLE_DEVICES", None, [("PL601", 8)], []),  # $$ is the shell's pid, then plain text
+    ("echo '$CUDA_VISIBLE_DEVICES' $CUDA_VISIBLE_DEVICES", "echo '$CUDA_VISIBLE_DEVICES' $ASCEND_RT_VISIBLE_DEVICES",
+     [("PL601", 8)], [31]),
+    ('echo "${CUDA_VISIBLE_DEVICES}" && nvidia-smi -L', 'echo "${ASCEND_RT_VISIBLE_DEVICES}" && nvidia-smi -L',
+     [("PL603", 35)], [9]),
+]
+
+
+@pytest.mark.parametrize(("line", "renamed", "diagnostics", "change_columns"), LEXING)
+def test_expansions_are_found_as_bash_reads_them(line, renamed, diagnostics, change_columns):
+    result = migrate_shell(line + "\n", "npu")
+    assert result.code == (line if renamed is None else renamed) + "\n"
+    assert [(d.code, d.col) for d in result.diagnostics] == diagnostics
+    assert [(c.code, c.col) for c in result.changes] == [("PL107", column) for column in change_columns]
+
+
+@pytest.mark.parametrize(("line", "renamed", "change_columns"), [
+    ("env -u CUDA_VISIBLE_DEVICES python x.py", "env -u MUSA_VISIBLE_DEVICES python x.py", [8]),
+    ("env -i --unset CUDA_VISIBLE_DEVICES NCCL_DEBUG=INFO python x.py",
+     "env -i --unset MUSA_VISIBLE_DEVICES MCCL_DEBUG=INFO python x.py", [16, 37]),
+    ("env -i -u NCCL_DEBUG python x.py", "env -i -u MCCL_DEBUG python x.py", [11]),
+])
+def test_env_unsets_and_assignments_are_renamed(line, renamed, change_columns):
+    result = migrate_shell(line + "\n", "musa")
+    assert result.code == renamed + "\n"
+    assert [(c.code, c.col) for c in result.changes] == [("PL107", column) for column in change_columns]
+
+
+# Subshells inside $( ), and here-documents: an unquoted delimiter expands the body (renamed), a quoted one
+# keeps it literal (reported as looking like a variable), <<- strips leading tabs before the delimiter.
+SCRIPTS = [
+    ("X=$( (nvidia-smi) ); echo $CUDA_VISIBLE_DEVICES\n", "X=$( (nvidia-smi) ); echo $ASCEND_RT_VISIBLE_DEVICES\n",
+     [("PL603", 1, 7)], [(1, 28)]),
+    ("cat <<EOF\n$CUDA_VISIBLE_DEVICES\nEOF\necho $NCCL_DEBUG\n",
+     "cat <<EOF\n$ASCEND_RT_VISIBLE_DEVICES\nEOF\necho $NCCL_DEBUG\n", [("PL605", 4, 7)], [(2, 2)]),
+    ("cat <<'EOF'\n$CUDA_VISIBLE_DEVICES\nEOF\necho $NCCL_DEBUG\n", None, [("PL601", 2, 2), ("PL605", 4, 7)], []),
+    ("cat <<-EOF\n\t$CUDA_VISIBLE_DEVICES\n\tEOF\nnvidia-smi\n",
+     "cat <<-EOF\n\t$ASCEND_RT_VISIBLE_DEVICES\n\tEOF\nnvidia-smi\n", [("PL603", 4, 1)], [(2, 3)]),
+]
+
+
+@pytest.mark.parametrize(("script", "renamed", "diagnostics", "changes"), SCRIPTS)
+def test_subshells_and_here_documents(script, renamed, diagnostics, changes):
+    result = migrate_shell(script, "npu")
+    assert result.code == (script if renamed is None else renamed)
+    assert [(d.code, d.line, d.col) for d in result.diagnostics] == diagnostics
+    assert [(c.line, c.col) for c in result.changes] == changes
+
+
+@pytest.mark.parametrize(("target", "why"), [
+    ("neutral", "portlayer's runtime carries them over to the active backend"),
+    ("torch", "their names depend on the vendor; run with --target npu or --target musa to rename them"),
+])
+def test_the_info_says_why_variables_are_left(target, why):
+    [info] = migrate_shell("export CUDA_VISIBLE_DEVICES=0\n", target).diagnostics
+    assert (info.code, info.line, info.col) == ("PL604", 1, 8)
+    assert info.message == f"left CUDA_VISIBLE_DEVICES as is: {why}"

@@ -1,5 +1,6 @@
 """compare_runs: when two runs count as the same training, and how an error is classified."""
 
+import dataclasses
 import math
 
 import pytest
@@ -48,6 +49,41 @@ def test_rtol_decides(make_run, perturbed):
     assert compare_runs(make_run(), run, rtol=1e-4).within_tolerance
 
 
+def test_an_error_exactly_at_rtol_is_within_it(make_run):
+    # 8 -> 9 is a relative error of exactly 1/8 (both exact in binary): "beyond" means strictly greater.
+    baseline, run = make_run(losses=[8.0, 8.0]), make_run(losses=[8.0, 9.0])
+    comparison = compare_runs(baseline, run, rtol=0.125)
+    assert comparison.max_rel_error == 0.125
+    assert comparison.within_tolerance
+    assert comparison.first_beyond is None
+    assert not compare_runs(baseline, run, rtol=0.124).within_tolerance
+
+
+def test_long_identical_runs_are_comparable(make_run):
+    # 300 steps: counts beyond the small integers CPython caches must still compare equal.
+    losses = [10.0 - step / 100 for step in range(300)]
+    assert compare_runs(make_run(losses=losses), make_run(losses=losses)).within_tolerance
+
+
+def test_negative_losses_compare_by_their_magnitude(make_run):
+    # |(-3) - (-2)| / |-2| = 0.5
+    comparison = compare_runs(make_run(losses=[-2.0, -2.0]), make_run(losses=[-2.0, -3.0]), rtol=0.5)
+    assert comparison.max_rel_error == 0.5 and comparison.within_tolerance
+
+
+def test_a_zero_baseline_loss_is_refused(make_run):
+    with pytest.raises(IncomparableRuns, match="^baseline loss is 0 at step 2: no relative error$"):
+        compare_runs(make_run(losses=[1.0, 0.0]), make_run(losses=[1.0, 0.0]))
+
+
+def test_a_comparison_cannot_be_altered_after_the_fact(make_run):
+    comparison = compare_runs(make_run(), make_run())
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        comparison.rtol = 1.0
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        comparison.steps[0].run_loss = 0.0
+
+
 def test_a_nan_loss_is_a_divergence(make_run, perturbed):
     run = make_run()
     run["steps"][2]["loss"] = math.nan
@@ -70,6 +106,7 @@ def test_a_different_world_size_with_the_same_global_batch_is_comparable(make_ru
         ("init_weights_checksum", {"init_weights_checksum": "beef"}),
         ("global_batch", {"per_device_batch": 3}),
         ("global_batch", {"grad_accum": 2}),
+        ("seq_len", {"seq_len": 128}),  # same batch of sequences, twice the tokens: another experiment
     ],
 )
 def test_each_experiment_field_must_match(make_run, field, override):
@@ -94,8 +131,35 @@ def test_runs_that_differ_in_a_setting_are_compared_and_the_difference_named(
     assert comparison.setting_differences == ((field, baseline_value, run_value),)
 
 
+def test_every_setting_that_differs_is_named_in_order(make_run):
+    run = make_run(precision="bf16", tf32=True, parity=False, deterministic=False, dropout_fields_zeroed=[])
+    assert compare_runs(make_run(), run).setting_differences == (
+        ("precision", "fp32", "bf16"),
+        ("tf32", False, True),
+        ("parity", True, False),
+        ("deterministic", True, False),
+        ("dropout_fields_zeroed", ["resid_pdrop"], []),
+    )
+
+
 def test_identical_settings_name_no_difference(make_run):
     assert compare_runs(make_run(), make_run()).setting_differences == ()
+
+
+def test_the_global_batch_counts_accumulation(make_run):
+    # 1 rank x 4 sequences x 2 accumulated = 8 = 2 ranks x 4 x 1
+    assert compare_runs(make_run(), make_run(world_size=1, per_device_batch=4, grad_accum=2)).within_tolerance
+
+
+def test_a_mismatched_field_shows_both_values(make_run):
+    with pytest.raises(IncomparableRuns) as error:
+        compare_runs(make_run(), make_run(config_hash="beef"))
+    assert str(error.value) == "runs differ in config_hash: baseline 'c0ffee', run 'beef'"
+
+
+def test_a_run_longer_than_the_baseline_is_refused(make_run):
+    with pytest.raises(IncomparableRuns, match="^runs differ in step count: baseline 4, run 6$"):
+        compare_runs(make_run(losses=[10.8, 10.1, 9.7, 9.4]), make_run())
 
 
 def test_a_global_batch_mismatch_shows_how_each_is_made(make_run):
@@ -104,7 +168,7 @@ def test_a_global_batch_mismatch_shows_how_each_is_made(make_run):
 
 
 def test_the_compared_fields_include_the_issue_list():
-    assert {"preset", "config_hash", "data_checksum", "init_weights_checksum", "global_batch"} <= set(
+    assert {"preset", "config_hash", "data_checksum", "init_weights_checksum", "global_batch", "seq_len"} <= set(
         COMPARABLE_FIELDS
     )
     assert "world_size" not in COMPARABLE_FIELDS
@@ -158,6 +222,8 @@ def test_a_schedule_of_another_length_is_named_where_the_learning_rates_part(mak
         (6e-4, set(), TF32),
         (1.1e-3, set(), BF16),
         (1.2e-3, {"bf16"}, BF16),
+        (1.2e-3, set(), BF16),  # the top of the bf16 band belongs to it, recorded or not
+        (1.21e-3, set(), DIVERGENCE),
         (2e-3, {"bf16", "tf32"}, DIVERGENCE),
         (0.5, set(), DIVERGENCE),
     ],

@@ -164,7 +164,11 @@ def test_plot_writes_a_png(make_run, perturbed, write_run, tmp_path):
     result = compare(write_run(make_run(), "base.json"), write_run(run, "run.json"), "--plot", str(out))
     assert result.exit_code == 0, result.output
     assert f"plot: {out}" in result.output
-    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    png = out.read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    # IHDR's width and height: the figure is 8 x 7 inches at 110 dpi.
+    assert png[12:16] == b"IHDR"
+    assert (int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")) == (880, 770)
     assert [path.name for path in out.parent.iterdir()] == ["parity.png"]  # no temporary left behind
 
 
@@ -173,7 +177,43 @@ def test_plot_of_a_divergence_is_written_too(make_run, perturbed, write_run, tmp
     out = tmp_path / "diverged.png"
     result = compare(write_run(make_run(), "base.json"), write_run(run, "run.json"), "--plot", str(out))
     assert result.exit_code == 1
-    assert out.stat().st_size > 0
+    assert f"plot: {out}" in result.output
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_plot_that_cannot_be_written_exits_2_in_one_line(make_run, write_run, tmp_path):
+    (tmp_path / "taken").write_text("a file, not a folder")
+    out = tmp_path / "taken" / "parity.png"
+    result = compare(write_run(make_run(), "base.json"), write_run(make_run(), "run.json"), "--plot", str(out))
+    assert result.exit_code == 2, result.output
+    last = result.output.strip().splitlines()[-1]
+    assert last.startswith(f"Error: cannot write the plot {out}: ")
+    assert "Traceback" not in result.output
+
+
+def test_a_different_sequence_length_exits_2_naming_it(make_run, write_run):
+    result = compare(write_run(make_run(), "base.json"), write_run(make_run(seq_len=128), "run.json"))
+    assert_one_line_refusal(result, "runs differ in seq_len: baseline 64, run 128")
+
+
+def test_settings_that_differ_are_noted_before_the_verdict(make_run, write_run):
+    run = make_run(lr=2e-3, warmup_steps=10)
+    result = compare(write_run(make_run(), "base.json"), write_run(run, "run.json"))
+    assert result.exit_code == 0, result.output
+    lines = result.output.strip().splitlines()
+    assert lines[-3:-1] == [
+        "note: runs differ in lr: baseline 0.001, run 0.002",
+        "note: runs differ in warmup_steps: baseline 5, run 10",
+    ]
+    assert lines[-1].startswith("parity OK: 6 steps within rtol 1e-05")
+
+
+def test_an_error_exactly_at_rtol_passes_the_cli(make_run, write_run):
+    # 8 -> 9 is a relative error of exactly 1/8.
+    baseline, run = make_run(losses=[8.0, 8.0]), make_run(losses=[8.0, 9.0])
+    result = compare(write_run(baseline, "base.json"), write_run(run, "run.json"), "--rtol", "0.125")
+    assert result.exit_code == 0, result.output
+    assert result.output.strip().splitlines()[-1].startswith("parity OK: 2 steps within rtol 0.125")
 
 
 def test_the_table_shows_a_cpu_runs_host_memory(make_run, write_run):
@@ -206,4 +246,7 @@ def test_a_tf32_sized_error_neither_run_recorded_gets_a_hint(make_run, perturbed
 def test_a_recorded_tf32_run_gets_no_hint(make_run, perturbed, write_run):
     run = perturbed(make_run(tf32=True), {2: 5e-5})
     result = compare(write_run(make_run(), "base.json"), write_run(run, "run.json"), "--rtol", "1e-4")
-    assert result.output.strip().endswith("at step 2, consistent with TF32")
+    assert result.exit_code == 0, result.output
+    lines = result.output.strip().splitlines()
+    assert lines[-2] == "note: runs differ in tf32: baseline False, run True"
+    assert lines[-1] == "parity OK: 6 steps within rtol 0.0001; max rel. loss error 5.0e-05 at step 2, consistent with TF32"

@@ -158,3 +158,21 @@ def test_after_binding_the_package_drops_its_lazy_getattr():
 
     assert "__getattr__" not in vars(package)
     assert package.patch is package.dropin.patches.patch
+
+
+def test_activating_the_active_backend_again_keeps_every_bound_function():
+    before = {name: getattr(portlayer, name) for name in BOUND}
+    portlayer.activate("cpu")
+    assert {name: getattr(portlayer, name) for name in BOUND} == before
+    assert all(getattr(portlayer, name) is function for name, function in before.items())
+
+
+def test_set_deterministic_turns_it_on_by_default_and_off_on_request():
+    try:
+        portlayer.set_deterministic()
+        assert torch.are_deterministic_algorithms_enabled()
+        assert not torch.is_deterministic_algorithms_warn_only_enabled()
+        portlayer.set_deterministic(False)
+        assert not torch.are_deterministic_algorithms_enabled()
+    finally:
+        torch.use_deterministic_algorithms(False)

@@ -74,3 +74,24 @@ def test_doctor_says_when_transformers_is_not_installed(monkeypatch):
     json_report = json.loads(CliRunner().invoke(cli, ["doctor", "--json", "--no-check"]).output)
     assert json_report["transformers"] is None
     assert "transformers not installed" in CliRunner().invoke(cli, ["doctor", "--no-check"]).output
+
+
+def test_doctor_exits_1_and_says_what_broke_when_the_live_check_fails(monkeypatch):
+    def lost(*args, **kwargs):
+        raise RuntimeError("device lost. The driver said more on the following pages\nand more")
+
+    monkeypatch.setattr(portlayer, "synchronize", lost)
+    result = CliRunner().invoke(cli, ["doctor"])
+    assert result.exit_code == 1
+    assert result.output.splitlines()[-2:] == ["check        FAILED: RuntimeError: device lost", "```"]
+    as_json = CliRunner().invoke(cli, ["doctor", "--json"])
+    assert as_json.exit_code == 1
+    assert json.loads(as_json.output)["check"] == {"ok": False, "detail": "RuntimeError: device lost"}
+
+
+def test_doctor_text_ends_with_the_passed_check():
+    result = CliRunner().invoke(cli, ["doctor"])
+    assert result.exit_code == 0
+    check, fence = result.output.splitlines()[-2:]
+    assert fence == "```"
+    assert check.startswith("check        ok: 256x256 matmul on cpu, max abs error vs host ")

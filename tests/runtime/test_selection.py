@@ -1,5 +1,7 @@
 """Choosing the backend: PORTLAYER_BACKEND, then probing; failures are one clear line."""
 
+import dataclasses
+
 import pytest
 
 from portlayer.errors import PortlayerError
@@ -14,6 +16,8 @@ def test_without_accelerators_the_probe_falls_back_to_cpu(monkeypatch):
     assert selection.reason == "no accelerator found"
     assert [p.backend for p in selection.probes][-1] == "cpu"
     assert all(not p.available for p in selection.probes[:-1])
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        selection.probes[0].available = True
 
 
 def test_the_environment_variable_forces_a_backend(monkeypatch):

@@ -60,6 +60,7 @@ def vendor_run(request):
             "NCCL_SOCKET_IFNAME": "ib0",
             "FAKE_NPU_DEVICE_COUNT": "8",
             "FAKE_MUSA_DEVICE_COUNT": "8",
+            "NCCL_SOCKET_FAMILY": "AF_INET6",
         },
     )
     assert result.returncode == 0, result.stderr
@@ -117,6 +118,7 @@ def test_cuda_visible_devices_is_carried_over_before_the_plugin_loads(vendor_run
     assert run["env_at_import"][VENDORS[name]["visible"]] == "4,5"
     if name == "npu":
         assert run["env_at_import"]["HCCL_SOCKET_IFNAME"] == "ib0"
+        assert run["env_at_import"]["HCCL_SOCKET_FAMILY"] == "AF_INET6"
     else:
         assert run["env_at_import"]["MCCL_SOCKET_IFNAME"] == "ib0"
 
@@ -133,6 +135,7 @@ def test_probing_prefers_a_vendor_plugin_over_cuda_and_stops_at_the_first_with_a
     run = in_fresh_process(PROBE)
     assert run["backend"] == "npu"
     assert run["probes"] == [["npu", True, "2 devices"]]
+    assert in_fresh_process(PROBE, env={"FAKE_NPU_DEVICE_COUNT": "1"})["probes"] == [["npu", True, "1 device"]]
 
 
 def test_a_plugin_that_sees_no_device_or_fails_to_load_is_skipped(in_fresh_process):

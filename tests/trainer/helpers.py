@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 from portlayer.train import runfile
-from portlayer.train.compare import DEFAULT_RTOL, compare_runs
 
 BASELINES = Path(__file__).resolve().parents[2] / "reference_train" / "baselines"
 TINY_PRESETS = ("gpt2-tiny", "bert-base-uncased-tiny", "mixtral-8x7b-tiny")
-# cpu fp32 runs agree to ~1e-7 across hosts, thread counts and torch versions (docs/parity.md, "Tolerance and what an error means").
-RTOL = DEFAULT_RTOL
+# cpu fp32 runs agree to ~1e-7 across hosts, thread counts and torch versions (docs/parity.md, "Tolerance
+# and what an error means"): 1e-5
+# is `portlayer parity compare`'s default tolerance, written here on its own so the tests do not take it
+# from the code they check.
+RTOL = 1e-5
 
 
 def baseline(preset: str) -> dict:
@@ -18,5 +21,7 @@ def baseline(preset: str) -> dict:
 
 
 def max_relative_difference(expected: dict, actual: dict) -> float:
-    """max over steps of |Δloss| / |loss|, by the same comparison `portlayer parity compare` makes."""
-    return compare_runs(expected, actual).max_rel_error
+    """max over steps of |Δloss| / |loss| (docs/parity.md), computed here, not by the compare under test."""
+    assert len(expected["steps"]) == len(actual["steps"])
+    errors = [abs(run["loss"] - base["loss"]) / abs(base["loss"]) for base, run in zip(expected["steps"], actual["steps"])]
+    return max(math.inf if math.isnan(error) else error for error in errors)  # a NaN loss is never close

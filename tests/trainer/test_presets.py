@@ -1,4 +1,7 @@
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -171,3 +174,18 @@ def test_model_name_or_path_loads_a_local_checkpoint(tmp_path):
     loaded = build_model(preset, seed=0, model_name_or_path=str(tmp_path))
     assert torch.equal(loaded.state_dict()["lm_head.weight"], trained.state_dict()["lm_head.weight"])
     assert loaded.config.resid_pdrop == 0.0  # parity mode zeroes a checkpoint's dropout too
+
+
+@pytest.mark.parametrize("flags", [["--precision", "bf16"], ["--precision", "fp16"], ["--tf32"]])
+def test_parity_mode_refuses_reduced_precision_in_one_line(flags):
+    result = subprocess.run(
+        [sys.executable, "-m", "portlayer.train", "--preset", "gpt2-tiny", "--steps", "1", "--parity", *flags],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
+    assert result.returncode == 1
+    assert result.stderr.strip() == (
+        "portlayer.train: rank 0: error: parity mode trains in fp32 without TF32: drop --precision/--tf32 or --parity"
+    )

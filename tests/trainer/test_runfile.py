@@ -51,6 +51,23 @@ def test_write_then_read_round_trips(tmp_path):
     assert runfile.read_run(tmp_path / "run.json") == run
 
 
+def test_the_file_keeps_the_schema_order_one_space_indented(tmp_path):
+    # Baselines are committed: a stable, diff-friendly layout (schema first, as written; 1-space indent).
+    runfile.write_run(tmp_path / "run.json", minimal_run())
+    text = (tmp_path / "run.json").read_text()
+    assert text.startswith('{\n "schema": "portlayer.parity.run/1",\n "preset": ')
+    assert text.endswith("}\n")
+
+
+def test_a_long_run_round_trips(tmp_path):
+    # 300 steps: step numbers beyond the small integers CPython caches must still check as 1, 2, 3, ...
+    run = minimal_run()
+    run["steps"] = [{**run["steps"][0], "step": number} for number in range(1, 301)]
+    run["metadata"]["steps"] = 300
+    runfile.write_run(tmp_path / "run.json", run)
+    assert runfile.read_run(tmp_path / "run.json") == run
+
+
 def test_a_nan_loss_is_written_as_valid_json_and_read_back_as_nan(tmp_path):
     run = minimal_run()
     run["steps"][1]["loss"] = math.nan
@@ -66,8 +83,13 @@ def test_a_nan_loss_is_written_as_valid_json_and_read_back_as_nan(tmp_path):
         (lambda r: r["metadata"].pop("config_hash"), "metadata lacks config_hash"),
         (lambda r: r["metadata"].update(world_size="2"), "metadata.world_size has the wrong type"),
         (lambda r: r["steps"].pop(0), "steps are not numbered"),
+        (lambda r: r["steps"][1].update(step=1), "steps are not numbered 1, 2, 3, …: found 1 at position 2"),
         (lambda r: r["steps"].pop(), "metadata.steps is 2 but the file holds 1 steps"),
+        (lambda r: r["metadata"].update(steps=1), "metadata.steps is 1 but the file holds 2 steps"),
         (lambda r: r["steps"][0].pop("loss"), "step 1 lacks"),
+        (lambda r: r["steps"].__setitem__(0, 5), "step 1 lacks one of step, loss"),
+        (lambda r: r["metadata"].update(world_size=True), r"metadata.world_size has the wrong type \(True\)"),
+        (lambda r: r["metadata"].update(lr=False), r"metadata.lr has the wrong type \(False\)"),
         (lambda r: r["summary"].pop("perplexity"), "summary lacks"),
     ],
 )

@@ -81,11 +81,27 @@ def test_mixed_precision_trains_close_to_fp32_but_not_equal():
         assert 0 < max_relative_difference(fp32, run) < 0.05, precision
 
 
-def test_tokens_per_second_counts_the_tokens_processed():
+class SteppingClock:
+    """A perf_counter that advances by `tick` seconds per reading: each step (two readings) takes `tick`."""
+
+    def __init__(self, tick: float):
+        self.now, self.tick = 0.0, tick
+
+    def perf_counter(self) -> float:
+        self.now += self.tick
+        return self.now
+
+
+def test_tokens_per_second_counts_the_tokens_processed(monkeypatch):
+    import types
+
+    from portlayer.train import train as train_module
+
+    monkeypatch.setattr(train_module, "time", types.SimpleNamespace(perf_counter=SteppingClock(0.5).perf_counter))
     run = train(gpt2_tiny_like_baseline(steps=3))
-    tokens_per_step = run["metadata"]["global_batch"] * run["metadata"]["seq_len"]
-    for step in run["steps"]:
-        assert step["tokens_per_s"] > 0 and tokens_per_step / step["tokens_per_s"] < 60  # seconds per step
+    # 16 sequences of 64 tokens per step (packed blocks: no padding), each step timed at 0.5 s.
+    assert [step["tokens_per_s"] for step in run["steps"]] == [2048.0, 2048.0, 2048.0]
+    assert run["summary"]["tokens_per_s"] == 2048.0
     assert run["summary"]["host_peak_rss_bytes"] > 50 * 2**20
 
 
