@@ -14,6 +14,7 @@ set in `__init__` and read in another method needs.
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass, field
 
 from portlayer.migrate.codes import CODES
@@ -44,8 +45,19 @@ def dotted(node: ast.AST) -> str | None:
     return None
 
 
-def find_data_flow(tree: ast.Module) -> DataFlow:
+# `device = 0`, `self.device_id: int = 1`: a device held as an int, where the file has one.
+_INT_DEVICE = re.compile(r"device\w*\s*(?::\s*int\s*)?=\s*\d", re.IGNORECASE)
+
+
+def find_data_flow(tree: ast.Module, source: str, index_names: bool) -> DataFlow:
+    """`index_names`: the code reads a name like a GPU index (the int names are needed only then)."""
     flow = DataFlow()
+    if not index_names and _INT_DEVICE.search(source) is None:
+        if "cuda:" in source:
+            for node in ast.walk(tree):
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    _device_strings(node, flow)
+        return flow
     assignments: list[tuple[str, ast.expr]] = []
     given_as_device: set[str] = set()
     int_literals: list[tuple[ast.stmt, str]] = []
@@ -57,7 +69,8 @@ def find_data_flow(tree: ast.Module) -> DataFlow:
             for arg in [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs]:
                 if isinstance(arg.annotation, ast.Name) and arg.annotation.id == "int":
                     flow.int_names.add(arg.arg)
-            _device_strings(node, flow)
+            if "cuda:" in source:
+                _device_strings(node, flow)
         elif isinstance(node, ast.Assign) and len(node.targets) == 1:
             name = dotted(node.targets[0])
             if name is not None:

@@ -40,16 +40,25 @@ def mentions_another_accelerator(source: str) -> bool:
     return _OTHER_ACCELERATOR.search(source.lower()) is not None
 
 
-def find_guards(tree: ast.Module, source: str) -> Guards:
+def find_guards(tree: ast.Module, lines: list[str], libraries: bool) -> Guards:
+    """`lines`: the source's lines, with their endings; `libraries`: the code imports a CUDA-only
+    library (optional imports are looked for only then)."""
     guards = Guards()
-    dispatching = mentions_another_accelerator(source)
-    stack: list[tuple[ast.AST, str | None]] = [(tree, None)]
+    dispatching = mentions_another_accelerator("".join(lines))
+    if not (dispatching or libraries):
+        return guards
+    # What makes an import optional: a reason, or the `if` whose test it depends on.
+    stack: list[tuple[ast.AST, str | ast.If | None]] = [(tree, None)]
     while stack:
         node, why = stack.pop()
         if isinstance(node, (ast.Import, ast.ImportFrom)):
+            if isinstance(why, ast.If):
+                why = f"imported only if `{_segment(lines, why.test)}`"
             if why is not None:
                 guards.optional_imports[node.lineno] = why
             continue
+        if isinstance(node, ast.expr):
+            continue  # no statement below
         children = [(child, why) for child in ast.iter_child_nodes(node)]
         if isinstance(node, ast.Try) or type(node).__name__ == "TryStar":
             if any(_catches_import_errors(handler) for handler in node.handlers):
@@ -57,16 +66,24 @@ def find_guards(tree: ast.Module, source: str) -> Guards:
                 children += [(child, why) for part in (node.handlers, node.orelse, node.finalbody)
                              for child in part]
         elif isinstance(node, ast.If):
-            test = ast.get_source_segment(source, node.test) or ""
-            children = [(node.test, why)] + [(child, f"imported only if `{test}`") for child in node.body + node.orelse]
-            if dispatching and node.lineno not in guards.dispatch_lines and _dispatches(node, source) and (
-                    _CUDA.search((ast.get_source_segment(source, node) or "").lower())):
+            children = [(child, node) for child in node.body + node.orelse]
+            if dispatching and node.lineno not in guards.dispatch_lines and _dispatches(node, lines) and (
+                    _CUDA.search("".join(lines[node.lineno - 1 : node.end_lineno]).lower())):
                 guards.dispatch_lines.update(range(node.lineno, node.end_lineno + 1))
-                guards.dispatch_sites.append((node.lineno, node.col_offset + 1, test))
+                guards.dispatch_sites.append((node.lineno, node.col_offset + 1, _segment(lines, node.test)))
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             children = [(child, None) for child in ast.iter_child_nodes(node)]  # runs when called
         stack.extend(reversed(children))
     return guards
+
+
+def _segment(lines: list[str], node: ast.expr) -> str:
+    """The source text of `node` (its columns are UTF-8 byte offsets), on one line."""
+    if node.lineno == node.end_lineno:
+        return lines[node.lineno - 1].encode()[node.col_offset : node.end_col_offset].decode(errors="replace")
+    text = "".join(lines[node.lineno - 1 : node.end_lineno]).encode()
+    end = len(text) - len(lines[node.end_lineno - 1].encode()) + node.end_col_offset
+    return " ".join(text[node.col_offset : end].decode(errors="replace").split())
 
 
 def _catches_import_errors(handler: ast.ExceptHandler) -> bool:
@@ -76,10 +93,10 @@ def _catches_import_errors(handler: ast.ExceptHandler) -> bool:
     return any((getattr(t, "id", None) or getattr(t, "attr", None)) in _IMPORT_ERRORS for t in types)
 
 
-def _dispatches(node: ast.If, source: str) -> bool:
+def _dispatches(node: ast.If, lines: list[str]) -> bool:
     """One of the chain's tests (`if`, each `elif`) names another accelerator."""
     while True:
-        if _OTHER_ACCELERATOR.search((ast.get_source_segment(source, node.test) or "").lower()):
+        if _OTHER_ACCELERATOR.search(_segment(lines, node.test).lower()):
             return True
         if len(node.orelse) == 1 and isinstance(node.orelse[0], ast.If):
             node = node.orelse[0]

@@ -10,6 +10,7 @@ statement that loses names.
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass, field
 
 import libcst as cst
@@ -23,6 +24,8 @@ from portlayer.migrate.engine.analysis import (
     source_lines,
 )
 
+# An indented `from torch.cuda... import` or `import torch.cuda... as`.
+_NESTED_TORCH_CUDA_IMPORT = re.compile(r"^[ \t]+(?:from|import)[ \t]+torch\.cuda", re.MULTILINE)
 # Added imports go in this order (the vendor plugin after torch).
 _ORDER = ("torch", "portlayer", "torch_npu", "torch_musa")
 
@@ -109,6 +112,8 @@ def _remove_unused_nested(code: str, tree: ast.Module) -> str:
     """Imports from torch.cuda inside functions, classes and blocks (detectron2's function-level
     `from torch.cuda.amp import GradScaler`) whose names nothing reads any more after the rewrite: the
     names go, the statement too when none is left (`pass` where the block would be empty)."""
+    if _NESTED_TORCH_CUDA_IMPORT.search(code) is None:
+        return code  # the common case, told without walking the tree
     candidates = [(scope, body, index) for scope, body in _nested_bodies(tree) for index, statement in enumerate(body)
                   if _imports_from_torch_cuda(statement) and line_group(body, index) == (index, index)]
     if not candidates:

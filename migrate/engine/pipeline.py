@@ -24,8 +24,9 @@ from portlayer.migrate.engine.snippets import Snippets
 from portlayer.migrate.engine.triggers import Prefilter
 from portlayer.migrate.guards import dispatch_diagnostics, find_guards
 from portlayer.migrate.model import Change, Diagnostic, MigrationResult, SourceError
-from portlayer.migrate.rules import RULES
+from portlayer.migrate.rules import RULES, CudaOnlyLibraries
 from portlayer.migrate.rules.base import FileContext
+from portlayer.migrate.rules.int_devices import IntDeviceIndices
 from portlayer.migrate.targets import TARGETS, Target, target_named
 
 __all__ = ["TARGETS", "migrate_source", "mentions_cuda", "prefilter", "SourceError", "MigrationResult"]
@@ -74,8 +75,8 @@ def run_rules(source: str, target: Target, *, annotate: bool = False, every_rule
         return MigrationResult(source, (), (), source)
     snippets = Snippets(analysis.lines, analysis.spans)
     tree = _parse(snippets)
-    guards = find_guards(analysis.tree, source)
-    flow = find_data_flow(analysis.tree)
+    guards = find_guards(analysis.tree, analysis.lines, CudaOnlyLibraries in rules)
+    flow = find_data_flow(analysis.tree, source, IntDeviceIndices in rules)
     excluded = regions.excluded_lines(source)
     context = FileContext(
         ImportPlan(), target, excluded | guards.dispatch_lines, analysis.imports,

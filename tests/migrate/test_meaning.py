@@ -100,6 +100,10 @@ def test_is_available_guarding_accelerator_only_code_keeps_its_meaning(target):
 DISTRIBUTED_AT_IMPORT = '''
 import torch
 import torch.distributed as dist
+torch.cuda.set_device(0)
+torch.cuda.synchronize()
+with torch.cuda.stream(torch.cuda.current_stream()):
+    pass
 backend = "nccl"
 device = torch.device("cuda")
 device_type = "cuda"
