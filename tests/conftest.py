@@ -40,8 +40,14 @@ def in_fresh_process():
     return fresh_process_json
 
 
+@pytest.fixture(scope="session", autouse=True)
+def stand_in_device_built():
+    """The stand-in npu/musa device is compiled before any test runs (once per machine and source change,
+    about a minute), not inside the first subprocess that imports it, where a test's timeout would count it."""
+    return fake_device.build()
+
+
 @pytest.fixture(scope="session")
-def stand_in_device():
-    """`tests.fake_device.environment`, with the stand-in device compiled (once) before the test starts."""
-    fake_device.build()
+def stand_in_device(stand_in_device_built):
+    """`tests.fake_device.environment`, with the stand-in device compiled."""
     return fake_device.environment

@@ -1,6 +1,7 @@
 import math
 
 from portlayer.backends.base import Backend, EnvAlias
+from portlayer.fallbacks import FALLBACKS
 
 
 def _bytes_to_mib(value: str) -> str:
@@ -20,4 +21,9 @@ BACKEND = Backend(
         EnvAlias("NCCL_BUFFSIZE", "HCCL_BUFFSIZE", _bytes_to_mib),
     ),
     deterministic_env={"HCCL_DETERMINISTIC": "true"},
+    overrides={
+        # torch_npu's get_device_capability warns and returns None ("CANN has no such concept"); code
+        # written for CUDA indexes or unpacks the answer. Answer as for any backend without the concept.
+        "get_device_capability": lambda module: FALLBACKS["get_device_capability"](None, module),
+    },
 )

@@ -118,6 +118,23 @@ class HostCollective(dist.ProcessGroup):
     def barrier(self, opts=None):
         return self._run(self._gloo.barrier(opts if opts is not None else dist.BarrierOptions()), [])
 
+    def allgather_into_tensor_coalesced(self, outputs, inputs, opts=None):
+        for output, input in zip(outputs, inputs):
+            self._allgather_base(output, input, opts)
+        return _Done(outputs)
+
+    def reduce_scatter_tensor_coalesced(self, outputs, inputs, opts=None):
+        for output, input in zip(outputs, inputs):
+            self._reduce_scatter_base(output, input, opts)
+        return _Done(outputs)
+
+    # The names torch.distributed calls from torch 2.10 on (all_gather_into_tensor, …): the same work.
+    all_gather_single = _allgather_base
+    reduce_scatter_single = _reduce_scatter_base
+    all_to_all_single = alltoall_base
+    all_gather_single_coalesced = allgather_into_tensor_coalesced
+    reduce_scatter_single_coalesced = reduce_scatter_tensor_coalesced
+
 
 def register(name: str, device_type: str) -> None:
     """`dist.Backend.register_backend` as the vendor plugins call it."""

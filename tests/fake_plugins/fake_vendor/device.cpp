@@ -316,6 +316,37 @@ bool has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tensor& 
   return self.key_set() == from.key_set() || (dense(self.key_set()) && dense(from.key_set()));
 }
 
+// The fused LSTM cell: an RNN on a PrivateUse1 device steps through it (aten's LSTMCell picks it for
+// cuda, xpu and privateuse1), torch_npu has it, and the cpu has no kernel for it. Workspace: the
+// activated gates [i, f, g, o].
+std::tuple<at::Tensor, at::Tensor, at::Tensor> fused_lstm_cell(
+    const at::Tensor& input_gates, const at::Tensor& hidden_gates, const at::Tensor& cx,
+    const std::optional<at::Tensor>& input_bias, const std::optional<at::Tensor>& hidden_bias) {
+  at::Tensor gates = input_gates + hidden_gates;
+  if (input_bias && input_bias->defined()) gates = gates + *input_bias;
+  if (hidden_bias && hidden_bias->defined()) gates = gates + *hidden_bias;
+  auto chunks = gates.chunk(4, 1);
+  at::Tensor i = chunks[0].sigmoid(), f = chunks[1].sigmoid(), g = chunks[2].tanh(), o = chunks[3].sigmoid();
+  at::Tensor cy = f * cx + i * g;
+  at::Tensor hy = o * cy.tanh();
+  return {hy, cy, at::cat({i, f, g, o}, 1)};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> fused_lstm_cell_backward(
+    const std::optional<at::Tensor>& grad_hy, const std::optional<at::Tensor>& grad_cy, const at::Tensor& cx,
+    const at::Tensor& cy, const at::Tensor& workspace, bool has_bias) {
+  auto gates = workspace.chunk(4, 1);
+  const at::Tensor &i = gates[0], &f = gates[1], &g = gates[2], &o = gates[3];
+  at::Tensor tanh_cy = cy.tanh();
+  at::Tensor d_hy = grad_hy && grad_hy->defined() ? *grad_hy : at::zeros_like(cy);
+  at::Tensor d_cy = d_hy * o * (1 - tanh_cy * tanh_cy);
+  if (grad_cy && grad_cy->defined()) d_cy = d_cy + *grad_cy;
+  at::Tensor grad_gates = at::cat(
+      {d_cy * g * i * (1 - i), d_cy * cx * f * (1 - f), d_cy * i * (1 - g * g), d_hy * tanh_cy * o * (1 - o)}, 1);
+  at::Tensor grad_bias = has_bias ? grad_gates.sum(0) : at::Tensor();
+  return {grad_gates, d_cy * f, grad_bias};
+}
+
 // ---- the boxed fallback: every other operator runs its cpu kernel over the same memory ----
 
 struct DeviceArgs {
@@ -397,6 +428,9 @@ void fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     value = to_host(value, seen);
     const c10::AliasInfo* alias = arguments[i].alias_info();
     if (alias && alias->isWrite() && value.isTensor() && on_device(originals[i].toTensor())) {
+      // An out= tensor may be resized by the kernel, which memory borrowed from the device cannot be:
+      // the kernel gets a host copy, and the result is brought back below.
+      if (arguments[i].is_out()) value = value.toTensor().clone(at::MemoryFormat::Preserve);
       written.emplace_back(i, value.toTensor());
     }
   }
@@ -406,7 +440,7 @@ void fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 
   op.callBoxed(stack);
 
-  // An out= tensor the kernel resized (an empty one, typically) got new host memory: bring it back.
+  // Bring back what the kernel wrote to a host copy or to memory it reallocated.
   for (auto& [i, host] : written) {
     const at::Tensor& original = originals[i].toTensor();
     if (host.data_ptr() == original.data_ptr() && host.sizes() == original.sizes() &&
@@ -528,6 +562,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("view", TORCH_FN(at::native::view));
   m.impl("_reshape_alias", TORCH_FN(at::native::_reshape_alias));
   m.impl("record_stream", TORCH_FN(record_stream));
+  m.impl("_thnn_fused_lstm_cell", TORCH_FN(fused_lstm_cell));
+  m.impl("_thnn_fused_lstm_cell_backward_impl", TORCH_FN(fused_lstm_cell_backward));
   m.impl("_has_compatible_shallow_copy_type", TORCH_FN(has_compatible_shallow_copy_type));
 }
 

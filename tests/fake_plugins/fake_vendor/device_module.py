@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import types
+import warnings
 from dataclasses import dataclass
 
 import torch
@@ -115,6 +116,12 @@ def build(module: types.ModuleType, vendor: Vendor, device_count: int) -> dict:
 
     def mem_get_info(device=None) -> tuple[int, int]:
         return vendor.total_memory - memory_allocated(device), vendor.total_memory
+
+    def get_device_capability(device=None):
+        checked(device)
+        if vendor.capability is None:  # torch_npu's answer, warning included
+            warnings.warn(f"torch.{device_type}.get_device_capability isn't implemented!", stacklevel=2)
+        return vendor.capability
 
     def get_device_properties(device=None):
         checked(device)
@@ -223,7 +230,7 @@ def build(module: types.ModuleType, vendor: Vendor, device_count: int) -> dict:
         "mem_get_info": mem_get_info,
         "get_device_name": lambda device=None: get_device_properties(device).name,
         "get_device_properties": get_device_properties,
-        "get_device_capability": lambda device=None: (checked(device), vendor.capability)[1],
+        "get_device_capability": get_device_capability,
         "is_bf16_supported": lambda including_emulation=True: True,
         "Event": Event,
         "Stream": Stream,
@@ -236,7 +243,6 @@ def build(module: types.ModuleType, vendor: Vendor, device_count: int) -> dict:
         # What torch.autocast and torch's RNG seeding ask a privateuse1 module for.
         "get_amp_supported_dtype": lambda: [torch.float16, torch.bfloat16],
         "is_initialized": lambda: True,
-        "init": nothing,
         "_lazy_init": nothing,
         "_is_in_bad_fork": lambda: False,
     }
