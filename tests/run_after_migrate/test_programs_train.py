@@ -15,7 +15,6 @@ from dataclasses import dataclass
 
 import pytest
 
-from tests import fake_device
 from tests.run_after_migrate.launch import PROGRAMS, TARGETS, Target, assert_trains, finish, losses, start
 
 
@@ -61,15 +60,12 @@ ALL = (
 
 
 # Pairs not in the matrix, and why. The stand-in vendor device (tests/fake_device.py) lacks kernels that
-# some programs need: `mse_loss` on a fresh output (ddp_snapshot: "Trying to resize storage that is not
-# resizable") and the LSTM (cuda_flag); transformers, finding torch_npu, imports
+# some programs need: the LSTM (cuda_flag); transformers, finding torch_npu, imports
 # `torch_npu.npu_fusion_attention`, and the Trainer's barrier finds no hccl/mccl backend for the device
 # type (hf_trainer). With the drop-in, `TrainingArguments(ddp_backend="nccl")` is a string handed to
 # transformers, which checks it against the npu before any patched torch call sees it (docs/dropin.md).
 STAND_IN_LACKS = {
-    (program, target)
-    for program in ("ddp_snapshot", "cuda_flag", "hf_trainer")
-    for target in ("npu", "musa", "dropin-npu")
+    (program, target) for program in ("cuda_flag", "hf_trainer") for target in ("npu", "musa", "dropin-npu")
 }
 
 # A known migrate gap (strict: once fixed, this fails until the mark goes): on the torch target
@@ -94,15 +90,8 @@ MATRIX = [
 ]
 
 
-@pytest.fixture(scope="session")
-def stand_in_device():
-    fake_device.build()  # compiled once, before several processes want it
-
-
 @pytest.mark.parametrize(("program", "target"), MATRIX)
-def test_ported_program_trains_in_one_process_and_under_torchrun(
-    program: Program, target: Target, tmp_path, stand_in_device
-):
+def test_ported_program_trains_in_one_process_and_under_torchrun(program: Program, target: Target, tmp_path):
     prepared = tmp_path / program.file
     shutil.copyfile(PROGRAMS / program.file, prepared)
     target.prepare(prepared)
