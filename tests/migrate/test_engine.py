@@ -148,19 +148,29 @@ def test_strings_and_expressions_that_look_like_prose_are_still_migrated(source,
     assert [(d.code, d.line, d.col) for d in result.diagnostics] == diagnostics
 
 
+# The torch target falls back to the cpu where there is no accelerator (docs/migrate.md, "Meaning").
+_ACCELERATOR = 'torch.accelerator.current_accelerator(check_available=True) or torch.device("cpu")'
+
+
+def _indexed(index: int) -> str:
+    return (f"(torch.device(torch.accelerator.current_accelerator().type, {index}) "
+            'if torch.accelerator.is_available() else torch.device("cpu"))')
+
+
 @pytest.mark.parametrize(("source", "neutral", "torch_target"), [
     ('import torch\nd = torch.device("cuda:1")\n', 'import portlayer\nd = portlayer.device(1)\n',
-     'import torch\nd = torch.device(torch.accelerator.current_accelerator().type, 1)\n'),
+     f"import torch\nd = {_indexed(1)}\n"),
+    # the added import joins the torch import block, sorted (ruff I001)
     ('import torch\nx = torch.zeros(2, device="cuda:3")\n',
-     'import torch\nimport portlayer\n\nx = torch.zeros(2, device=portlayer.device(3))\n',
-     'import torch\nx = torch.zeros(2, device=torch.device(torch.accelerator.current_accelerator().type, 3))\n'),
+     'import portlayer\nimport torch\nx = torch.zeros(2, device=portlayer.device(3))\n',
+     f"import torch\nx = torch.zeros(2, device={_indexed(3)})\n"),
     # "cpu" stays as written; only "cuda" names the accelerator
     ('import torch\nx = torch.zeros(2, device="cpu")\ny = torch.zeros(2, device="cuda")\n',
-     'import torch\nimport portlayer\n\nx = torch.zeros(2, device="cpu")\ny = torch.zeros(2, device=portlayer.device_type())\n',
-     'import torch\nx = torch.zeros(2, device="cpu")\ny = torch.zeros(2, device=torch.accelerator.current_accelerator().type)\n'),
+     'import portlayer\nimport torch\nx = torch.zeros(2, device="cpu")\ny = torch.zeros(2, device=portlayer.device_type())\n',
+     f'import torch\nx = torch.zeros(2, device="cpu")\ny = torch.zeros(2, device=({_ACCELERATOR}).type)\n'),
     ('import torch\nd = torch.device("cpu")\ne = torch.device("cuda")\n',
-     'import torch\nimport portlayer\n\nd = torch.device("cpu")\ne = portlayer.device()\n',
-     'import torch\nd = torch.device("cpu")\ne = torch.accelerator.current_accelerator()\n'),
+     'import portlayer\nimport torch\nd = torch.device("cpu")\ne = portlayer.device()\n',
+     f'import torch\nd = torch.device("cpu")\ne = {_ACCELERATOR}\n'),
 ])
 def test_device_strings_with_an_index_keep_it_and_cpu_stays(source, neutral, torch_target):
     assert migrate_source(source, "neutral").code == neutral

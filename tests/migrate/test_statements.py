@@ -181,8 +181,9 @@ CONVERTED_LINES = {
         "    return [t.to(portlayer.device()) for t in x]",
     },
     "torch": {
-        "    if torch.accelerator.is_available(): torch.accelerator.set_device_index(rank)",
-        "    return [t.to(torch.accelerator.current_accelerator()) for t in x]",
+        "    if torch.accelerator.is_available(): torch.get_device_module().set_device(rank)",
+        '    return [t.to(torch.accelerator.current_accelerator(check_available=True) or torch.device("cpu")) '
+        "for t in x]",
     },
     "npu": {"    if torch.npu.is_available(): torch.npu.set_device(rank)", "    return [t.npu() for t in x]"},
     "musa": {"    if torch.musa.is_available(): torch.musa.set_device(rank)", "    return [t.musa() for t in x]"},

@@ -157,9 +157,15 @@ def test_a_mismatched_field_shows_both_values(make_run):
     assert str(error.value) == "runs differ in config_hash: baseline 'c0ffee', run 'beef'"
 
 
-def test_a_run_longer_than_the_baseline_is_refused(make_run):
-    with pytest.raises(IncomparableRuns, match="^runs differ in step count: baseline 4, run 6$"):
-        compare_runs(make_run(losses=[10.8, 10.1, 9.7, 9.4]), make_run())
+def test_a_run_longer_than_the_baseline_is_compared_over_the_baselines_steps(make_run):
+    comparison = compare_runs(make_run(losses=[10.8, 10.1, 9.7, 9.4]), make_run())
+    assert [delta.step for delta in comparison.steps] == [1, 2, 3, 4]
+    assert comparison.lengths == (4, 6)
+
+
+def test_steps_requires_both_runs_to_have_that_many(make_run):
+    with pytest.raises(IncomparableRuns, match="^--steps 6: the baseline has only 4 steps$"):
+        compare_runs(make_run(losses=[10.8, 10.1, 9.7, 9.4]), make_run(), steps=6)
 
 
 def test_a_global_batch_mismatch_shows_how_each_is_made(make_run):

@@ -166,9 +166,9 @@ def test_plot_writes_a_png(make_run, perturbed, write_run, tmp_path):
     assert f"plot: {out}" in result.output
     png = out.read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
-    # IHDR's width and height: the figure is 8 x 7 inches at 110 dpi.
+    # IHDR's width and height: the figure is 10 x 7 inches (legends beside the axes) at 110 dpi.
     assert png[12:16] == b"IHDR"
-    assert (int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")) == (880, 770)
+    assert (int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")) == (1100, 770)
     assert [path.name for path in out.parent.iterdir()] == ["parity.png"]  # no temporary left behind
 
 

@@ -1,7 +1,7 @@
 """`portlayer parity run --preset gpt2-tiny --nproc 2` on the stand-in npu and musa devices matches the
 committed cpu baseline at rounding level, and the run file and the parity table say which device ran it.
 
-The stand-in runs the cpu's own kernels, so the loss must agree to rounding (DESIGN.md's parity notes: cpu
+The stand-in runs the cpu's own kernels, so the loss must agree to rounding (docs/parity.md, "Tolerance and what an error means": cpu
 against H100 is 1e-7 – 2e-7 for this preset); what this proves is the path: portlayer's probe, the
 vendor's collective under DDP, the device memory figures and the run file's metadata.
 """

@@ -187,5 +187,5 @@ def test_parity_mode_refuses_reduced_precision_in_one_line(flags):
     )
     assert result.returncode == 1
     assert result.stderr.strip() == (
-        "portlayer.train: rank 0: error: parity mode trains in fp32 without TF32: drop --precision/--tf32 or --parity"
+        "portlayer: error: rank 0: parity mode trains in fp32 without TF32: drop --precision/--tf32 or --parity"
     )

@@ -85,7 +85,7 @@ def install(
         setattr(module, name, _recording_class(getattr(module, name), name, calls))
     plugin.CALLS = calls
 
-    # The three registrations DESIGN.md names, as the real plugins make them.
+    # The three registrations a vendor plugin makes (README.md "Tests"), as the real plugins make them.
     torch.utils.rename_privateuse1_backend(vendor.device_type)
     torch._register_device_module(vendor.device_type, module)
     collectives.register(collective, vendor.device_type)
