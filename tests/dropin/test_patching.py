@@ -102,6 +102,8 @@ def test_torch_itself_is_not_patched(dropin):
 
 
 def test_each_patch_wears_the_name_and_doc_of_what_it_replaces(dropin):
+    # Applied afresh inside this test: pytest puts back its own `warnings.showwarning` after each test.
+    portlayer.unpatch()
     portlayer.patch()
     for entry in PATCHES:
         replacement = vars(pkgutil.resolve_name(entry.owner))[entry.attribute]

@@ -52,6 +52,19 @@ def _fake_plugin(root, module: str, device: str, collective: str, visible_env: s
     )
 
 
+# Gaudi's device type is torch's own `hpu` (its own dispatch key), which the PrivateUse1 stand-in cannot take
+# over: this plugin only registers a device module with two devices and the collective, as
+# habana_frameworks.torch does, which is what selection needs.
+GAUDI_PLUGIN = """
+import types, torch, torch.distributed as dist
+hpu = types.ModuleType(__name__ + ".hpu")
+hpu.device_count, hpu.is_available, hpu.current_device = (lambda: 2), (lambda: True), (lambda: 0)
+hpu.set_device = hpu.synchronize = lambda device=None: None
+torch._register_device_module("hpu", hpu)
+dist.Backend.register_backend("hccl", lambda *args, **kwargs: None, devices=["hpu"])
+"""
+
+
 @pytest.fixture
 def installed_gcu(tmp_path):
     """A directory holding an installed distribution `portlayer-gcu` (its dist-info with the entry point)."""
@@ -115,7 +128,8 @@ def test_an_out_of_tree_record_with_a_vendor_api_is_a_migrate_and_preflight_targ
     )
     assert seen["targets"] == ["neutral", "torch", "gcu", "npu", "musa"]
     assert seen["preflight"] == ["gcu", "npu", "musa", "mlu", "hpu", "sdaa", "supa"]
-    assert seen["code"] == "import torch\nimport torch_gcu\n\nx = torch.ones(2).double().gcu()\ntorch.gcu.synchronize()\n"
+    # the vendor import joins the torch import block (ruff I001)
+    assert seen["code"] == "import torch\nimport torch_gcu\nx = torch.ones(2).double().gcu()\ntorch.gcu.synchronize()\n"
     assert seen["codes"] == ["PL501"]  # the record's dtype_risks say float64 is missing
 
 
@@ -157,7 +171,7 @@ def test_a_new_in_tree_record_is_selected_through_its_plugin(tmp_path):
 
 
 def test_gaudi_is_selected_through_its_dotted_plugin_and_imports_its_collective_module(tmp_path):
-    _fake_plugin(tmp_path, "habana_frameworks.torch", "hpu", "hccl", "HABANA_VISIBLE_MODULES")
+    _package(tmp_path, "habana_frameworks.torch", GAUDI_PLUGIN)
     _package(tmp_path, "habana_frameworks.torch.distributed.hccl")
     seen = _run(
         """

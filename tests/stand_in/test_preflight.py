@@ -1,11 +1,8 @@
 """`portlayer preflight --target npu` (which records the step on the cpu) reaches the same verdict as the
 same step recorded on the stand-in npu itself, through the public API (`portlayer.preflight.check`).
 
-Agreeing means: the same verdict, the same missing ops, and the same ops dispatched but for two choices
-torch makes by device type, spelled out below. On an accelerator (cuda, xpu, any privateuse1 plugin)
-AdamW steps with the multi-tensor `_foreach_*` ops and dropout takes the fused `native_dropout`; on the
-cpu AdamW loops over the parameters and dropout decomposes. The cpu recording checks the loop's ops,
-which are what the `_foreach_*` ops' composite fallback runs where a target lacks them.
+Agreeing means: the same verdict, the same missing ops, and the same ops dispatched but for what is
+spelled out below: dropout, which torch fuses by device type, and the DDP bucket copies of the CLI's step.
 """
 
 import json
@@ -35,18 +32,15 @@ print(json.dumps(report.as_dict()))
 """
 
 
-# What only one side dispatches: torch.optim's _default_to_fused_or_foreach and aten's
-# is_fused_kernel_acceptable (dropout) choose by device type.
-ONLY_ON_DEVICE = {
-    "aten::native_dropout", "aten::native_dropout_backward",
-    "aten::_foreach_add_.Scalar", "aten::_foreach_add_.Tensor", "aten::_foreach_addcdiv_.ScalarList",
-    "aten::_foreach_addcmul_.Scalar", "aten::_foreach_div_.ScalarList", "aten::_foreach_lerp_.Scalar",
-    "aten::_foreach_mul_.Scalar", "aten::_foreach_sqrt",
-}
+# What only one side dispatches. Dropout: aten's is_fused_kernel_acceptable chooses by device type (the fused
+# `native_dropout` on an accelerator, a decomposition on the cpu). The CLI's step also runs under DDP
+# (`--ddp`, the default), whose reducer views each gradient into its bucket and copies it there; the
+# device side here calls the API without DDP. AdamW steps with `_foreach_*` on both: the CLI records the
+# step as a device runs it.
+ONLY_ON_DEVICE = {"aten::native_dropout", "aten::native_dropout_backward"}
 ONLY_ON_CPU = {
-    "aten::bernoulli_.float", "aten::div_.Scalar", "aten::empty_like",
-    "aten::add_.Tensor", "aten::addcdiv_", "aten::addcmul_", "aten::div.Tensor", "aten::lerp_.Scalar",
-    "aten::mul_.Tensor", "aten::sqrt",
+    "aten::bernoulli_.float", "aten::div_.Scalar", "aten::empty_like",  # dropout, decomposed
+    "aten::as_strided", "aten::copy_",  # DDP's gradient buckets
 }  # fmt: skip
 
 
