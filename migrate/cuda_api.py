@@ -40,6 +40,19 @@ ACCELERATOR = {
     "reset_accumulated_memory_stats": "reset_accumulated_memory_stats",
 }
 
+# torch.accelerator's memory functions raise where there is no accelerator; torch.cuda's answer on a host
+# without CUDA, and the torch target keeps that answer (docs/migrate.md, "Meaning").
+WITHOUT_ACCELERATOR = {
+    "empty_cache": "None",
+    "memory_allocated": "0",
+    "max_memory_allocated": "0",
+    "memory_reserved": "0",
+    "max_memory_reserved": "0",
+    "memory_stats": "dict()",
+    "reset_peak_memory_stats": "None",
+    "reset_accumulated_memory_stats": "None",
+}
+
 # Device-generic classes in torch itself.
 TORCH_GENERIC = {"OutOfMemoryError": "OutOfMemoryError", "nvtx.range": "profiler.record_function"}
 

@@ -82,7 +82,11 @@ class Target:
             return None if self.name == "torch" else self.amp.replace("{name}", name[len("amp."):])
         if self.name == "torch":
             if name in cuda_api.ACCELERATOR:
-                return "{torch}.accelerator." + cuda_api.ACCELERATOR[name]
+                function = "{torch}.accelerator." + cuda_api.ACCELERATOR[name]
+                if name not in cuda_api.WITHOUT_ACCELERATOR:
+                    return function
+                answer = cuda_api.WITHOUT_ACCELERATOR[name]
+                return f"({function} if {{torch}}.accelerator.is_available() else lambda *args, **kwargs: {answer})"
             if name in cuda_api.PORTLAYER or name in cuda_api.DEVICE_MODULE:
                 return self.device_module + "." + name
             return None

@@ -68,22 +68,8 @@ STAND_IN_LACKS = {
     (program, target) for program in ("cuda_flag", "hf_trainer") for target in ("npu", "musa", "dropin-npu")
 }
 
-# A known migrate gap (strict: once fixed, this fails until the mark goes): on the torch target
-# `torch.cuda.empty_cache()` becomes `torch.accelerator.empty_cache()`, which raises without an
-# accelerator where torch.cuda's is a no-op.
-KNOWN_GAPS = {
-    ("hf_trainer", "torch"): "torch.accelerator.empty_cache() raises without an accelerator",
-}
-
 MATRIX = [
-    pytest.param(
-        program,
-        target,
-        id=f"{program}-{target}",
-        marks=[pytest.mark.xfail(strict=True, reason=KNOWN_GAPS[str(program), str(target)])]
-        if (str(program), str(target)) in KNOWN_GAPS
-        else [],
-    )
+    pytest.param(program, target, id=f"{program}-{target}")
     for program in ALL
     for target in TARGETS
     if (str(program), str(target)) not in STAND_IN_LACKS
