@@ -93,7 +93,11 @@ def main(save_every: int, total_epochs: int, batch_size: int, snapshot_path: str
     train_data = DataLoader(
         dataset, batch_size=batch_size, pin_memory=True, shuffle=False, sampler=DistributedSampler(dataset)
     )
-    Trainer(model, train_data, optimizer, save_every, snapshot_path).train(total_epochs)
+    trainer = Trainer(model, train_data, optimizer, save_every, snapshot_path)
+    trainer.train(total_epochs)
+    # Drop the DDP model before its process group: alive past destroy_process_group, its reducer can abort
+    # the rank at exit on gloo ("terminate called without an active exception", under load).
+    trainer = model = optimizer = None
     destroy_process_group()
 
 

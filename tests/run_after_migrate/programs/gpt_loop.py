@@ -120,4 +120,7 @@ if master_process:
     print(f"resumed checkpoint at iter {checkpoint['iter_num']}")
     print(f"model on {next(raw_model.parameters()).device.type}")
 if ddp:
+    # Drop the DDP model before its process group: alive past destroy_process_group, its reducer can abort
+    # the rank at exit on gloo ("terminate called without an active exception", under load).
+    model = raw_model = optimizer = None
     destroy_process_group()
