@@ -19,11 +19,19 @@ def step_event(step: int, loss: float) -> str:
 
 
 def parse_step_event(line: str) -> tuple[int, float] | None:
-    """(step, loss) from a `step_event` line, None for any other line."""
+    """(step, loss) from a `step_event` line, None for any other line.
+
+    The ranks share one pipe, so another rank's output can land on the same line as an event: such a line
+    is not an event, and is echoed as it came.
+    """
     if not line.startswith(_PREFIX):
         return None
-    step, loss = line[len(_PREFIX) :].split()
-    return int(step), float(loss)
+    fields = line[len(_PREFIX) :].split()
+    try:
+        step, loss = fields
+        return int(step), float(loss)
+    except ValueError:
+        return None
 
 
 class StepBar:

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 from portlayer.train import runfile
 from portlayer.train.parity_run import descendants, torchrun_command
-from portlayer.train.progress import StepBar, step_event
+from portlayer.train.progress import StepBar, parse_step_event, step_event
 
 from tests.trainer.helpers import RTOL, baseline, max_relative_difference
 
@@ -210,3 +210,12 @@ def test_on_a_terminal_a_bar_shows_at_once_and_ctrl_c_exits_130_leaving_no_proce
     assert last == "portlayer: error: interrupted: stopped the parity run of gpt2-tiny and its ranks"
     assert _alive(started) == []
     assert not (tmp_path / "r.json").exists()
+
+
+def test_a_step_event_is_read_back_and_a_line_another_rank_wrote_into_is_not_one():
+    assert parse_step_event(step_event(3, 10.25)) == (3, 10.25)
+    assert parse_step_event("portlayer.train.step 3 10.25") == (3, 10.25)
+    # the ranks share one pipe: rank 1's output on the same line leaves an ordinary line, echoed as it came
+    assert parse_step_event("portlayer.train.step 3 10.25[W1123 rank 1] warning") is None
+    assert parse_step_event("portlayer.train.step 3 10.25 model on musa") is None
+    assert parse_step_event("[rank 0] loss 10.25") is None
