@@ -4,17 +4,16 @@ from __future__ import annotations
 
 from typing import TextIO
 
+from portlayer.progress import terminal_bar
+
 # Runs shorter than this finish before a bar would be worth reading.
 MIN_FILES = 200
 
 
 class Progress:
     def __init__(self, total: int, stream: TextIO, enabled: bool = True):
-        self.bar = None
-        if enabled and total >= MIN_FILES and stream.isatty():
-            from tqdm import tqdm  # only on a terminal: the import costs start-up time
-
-            self.bar = tqdm(total=total, file=stream, unit="file", leave=False, mininterval=0.1)
+        self.bar = terminal_bar(stream, enabled and total >= MIN_FILES, total=total, unit="file", leave=False,
+                                mininterval=0.1)
 
     def advance(self) -> None:
         if self.bar is not None:

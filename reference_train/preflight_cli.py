@@ -20,10 +20,11 @@ import click
 from portlayer.backends import PROBE_ORDER
 from portlayer.errors import PortlayerError
 from portlayer.errors import fail as _fail
+from portlayer.findings import FORMATS
+from portlayer.progress import terminal_bar
 
 # portlayer.preflight.kernels.TARGETS, read without importing torch (`portlayer --help` lists this command).
 TARGETS = [backend.name for backend in PROBE_ORDER if backend.is_plugin]
-FORMATS = ("text", "json", "csv", "sarif", "github")  # portlayer.findings.FORMATS, without importing it here
 STAGES = {"setup": "loading torch and the model code", "model": "building the model (fake tensors)",
           "forward": "forward", "backward": "backward", "optimizer": "optimizer step",
           "suggest": "what would make it fit"}
@@ -33,13 +34,8 @@ class Progress:
     """One line on a terminal's stderr naming the stage and the time so far (tqdm); nothing in a pipe."""
 
     def __init__(self, enabled: bool = True) -> None:
-        self.bar = None
-        if enabled and sys.stderr.isatty():
-            from tqdm import tqdm
-
-            self.bar = tqdm(total=None, file=sys.stderr, leave=False, bar_format="preflight: {desc} [{elapsed}]",
-                            mininterval=0.5)
-            self.bar.set_description_str(STAGES["setup"])
+        self.bar = terminal_bar(enabled=enabled, total=None, leave=False, mininterval=0.5,
+                                bar_format="preflight: {desc} [{elapsed}]", desc=STAGES["setup"])
 
     @classmethod
     def off(cls) -> Progress:

@@ -34,6 +34,7 @@ from portlayer.train.progress import STEP_EVENTS_ENV, step_event
 
 import portlayer
 from portlayer.errors import PortlayerError, print_error
+from portlayer.progress import terminal_bar
 
 STARTUP_TIMEOUT = timedelta(minutes=30)
 PRECISIONS = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
@@ -172,15 +173,11 @@ class Logger:
     def __init__(self, world: World, options: Options, first_step: int):
         self.active = world.rank == 0 and not options.quiet
         self.every = options.log_every
-        self.bar = None
         # Under `portlayer parity run` the launcher draws the bar from one line per step (progress.py).
         self.step_events = self.active and bool(os.environ.get(STEP_EVENTS_ENV))
-        if self.active and sys.stderr.isatty():
-            from tqdm import tqdm
-
-            self.bar = tqdm(
-                total=options.steps, initial=first_step - 1, desc=options.preset.name, unit="step"
-            )
+        self.bar = terminal_bar(
+            enabled=self.active, total=options.steps, initial=first_step - 1, desc=options.preset.name, unit="step"
+        )
 
     def info(self, message: str) -> None:
         if not self.active:
