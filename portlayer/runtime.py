@@ -24,7 +24,7 @@ def _mirrored(backend: Backend, module) -> dict[str, Any]:
         override = backend.overrides.get(name)
         if override is not None:
             api[name] = override(module)
-        elif hasattr(module, name):
+        elif name not in backend.host_fallbacks and hasattr(module, name):
             api[name] = getattr(module, name)
         else:
             api[name] = FALLBACKS[name](backend, module)

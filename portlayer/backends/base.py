@@ -63,6 +63,8 @@ class Backend:
     count_devices: Callable[[ModuleType], int] = field(default=_device_count, repr=False)
     # API names whose device-module attribute is missing or wrong here: name -> builder(device_module).
     overrides: Mapping[str, Callable[[ModuleType], Any]] = field(default_factory=dict, repr=False)
+    # API names the device module has but answers unlike torch.cuda: portlayer's fallback (fallbacks.py) instead.
+    host_fallbacks: frozenset[str] = field(default=frozenset(), repr=False)
 
     @property
     def device_type(self) -> str:

@@ -13,17 +13,11 @@ BACKEND = Backend(
         # Placement (`device()`, `device_type()`) still answers the cpu.
         "is_available": lambda module: lambda: False,
         "device_count": lambda module: lambda: 0,
-        # torch.cpu.current_device() answers "cpu"; code written for torch.cuda expects an index.
-        "current_device": lambda module: lambda: 0,
-        # torch.cpu.Event takes no arguments and cannot time: use the wall clock.
-        "Event": lambda module: fallbacks.WallClockEvent,
-        "Stream": lambda module: fallbacks.HostStream,
-        "stream": lambda module: fallbacks.stream,
-        "current_stream": lambda module: fallbacks.current_stream,
-        "default_stream": lambda module: fallbacks.current_stream,
-        "mem_get_info": lambda module: fallbacks.memory_info,
         "get_device_name": lambda module: fallbacks.cpu_name,
         "get_device_properties": lambda module: fallbacks.cpu_properties,
         "is_bf16_supported": lambda module: lambda including_emulation=True: True,
     },
+    # torch.cpu has these names, but current_device() answers "cpu" where code written for torch.cuda expects
+    # an index, and its Event takes no arguments and cannot time: the host stand-ins answer instead.
+    host_fallbacks=frozenset({"current_device", "Event", "Stream", "stream", "current_stream", "default_stream"}),
 )

@@ -1,7 +1,6 @@
 import math
 
 from portlayer.backends.base import Backend, EnvAlias, VendorApi
-from portlayer.fallbacks import FALLBACKS
 
 _NO_FLOAT64 = "Ascend NPUs have no float64 compute units: kernels reject it or run on the AI CPU"
 
@@ -26,9 +25,7 @@ BACKEND = Backend(
     dtype_risks={"float64": _NO_FLOAT64, "complex128": _NO_FLOAT64},
     smi_command="npu-smi info",
     vendor_api=VendorApi(),
-    overrides={
-        # torch_npu's get_device_capability warns and returns None ("CANN has no such concept"); code
-        # written for CUDA indexes or unpacks the answer. Answer as for any backend without the concept.
-        "get_device_capability": lambda module: FALLBACKS["get_device_capability"](None, module),
-    },
+    # torch_npu's get_device_capability warns and returns None ("CANN has no such concept"); code written for
+    # CUDA indexes or unpacks the answer. Answer as for any backend without the concept.
+    host_fallbacks=frozenset({"get_device_capability"}),
 )
