@@ -5,6 +5,7 @@ Usage: `torchrun --nproc_per_node N ddp_snapshot.py TOTAL_EPOCHS SAVE_EVERY --sn
 """
 
 import argparse
+import gc
 import os
 
 import torch
@@ -98,6 +99,7 @@ def main(save_every: int, total_epochs: int, batch_size: int, snapshot_path: str
     # Drop the DDP model before its process group: alive past destroy_process_group, its reducer can abort
     # the rank at exit on gloo ("terminate called without an active exception", under load).
     trainer = model = optimizer = None
+    gc.collect()  # DDP's hooks hold the model in reference cycles: free its reducer now, not at exit
     destroy_process_group()
 
 

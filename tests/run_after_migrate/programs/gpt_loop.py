@@ -7,6 +7,7 @@ enabled for float16, fused AdamW on CUDA only, and a checkpoint read back throug
 Usage: `python gpt_loop.py OUT_DIR`, or under `torchrun --nproc_per_node N`.
 """
 
+import gc
 import inspect
 import os
 import sys
@@ -123,4 +124,5 @@ if ddp:
     # Drop the DDP model before its process group: alive past destroy_process_group, its reducer can abort
     # the rank at exit on gloo ("terminate called without an active exception", under load).
     model = raw_model = optimizer = None
+    gc.collect()  # DDP's hooks hold the model in reference cycles: free its reducer now, not at exit
     destroy_process_group()
