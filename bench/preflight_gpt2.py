@@ -21,7 +21,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import torch  # noqa: E402
-from portlayer.train import preflight_plan as plan  # noqa: E402
+from portlayer.preflight import plan  # noqa: E402
 from portlayer.train import presets  # noqa: E402
 
 from portlayer import preflight  # noqa: E402

@@ -14,7 +14,7 @@ SUBCOMMANDS = {
     "doctor": ("portlayer.doctor", "doctor", None),
     "migrate": ("portlayer.migrate.cli", "migrate", "migrate"),
     "parity": ("portlayer.train.cli", "parity", "train"),
-    "preflight": ("portlayer.train.preflight_cli", "preflight", "train"),
+    "preflight": ("portlayer.preflight.cli", "preflight", "train"),
 }
 
 

@@ -21,7 +21,7 @@ from portlayer.api import BOUND as _BOUND
 from portlayer.dropin import cuda_module as _cuda_module
 from portlayer.dropin import patches as _patches
 from portlayer.dropin import torch_names as _torch_names
-from portlayer.dropin.cuda_names import Retarget as _Retarget
+from portlayer.dropin.retarget import Retarget as _Retarget
 
 
 def _namespace() -> dict:

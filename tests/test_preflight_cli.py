@@ -120,7 +120,7 @@ def test_unusable_input_is_one_line_and_exit_2(args, message, tmp_path, monkeypa
 def test_progress_names_the_stage_on_a_terminal_only(monkeypatch):
     import io
 
-    from portlayer.train.preflight_cli import Progress
+    from portlayer.preflight.cli import Progress
 
     class Terminal(io.StringIO):
         def isatty(self):

@@ -14,7 +14,7 @@ from types import ModuleType
 import torch
 
 from portlayer.api import AMP, MIRRORED
-from portlayer.dropin.cuda_names import Retarget, leading_device
+from portlayer.dropin.retarget import Retarget, leading_device
 
 
 class _SelectedDevice:

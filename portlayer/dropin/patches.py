@@ -3,7 +3,7 @@
 `import portlayer.torch as torch` retargets everything the script asks of `torch.…`. A few lines reach torch
 another way — `import torch.distributed as dist`, `from torch.nn.parallel import DistributedDataParallel`,
 and methods of the tensors and modules themselves (`.cuda()`, `.to("cuda:0")`) — and only those objects
-are patched, each listed in `PATCHES`. Every patch rewrites CUDA names only (see `cuda_names`), which on a
+are patched, each listed in `PATCHES`. Every patch rewrites CUDA names only (see `retarget`), which on a
 machine without CUDA would otherwise fail, so working calls behave as before; `torch.cuda` itself is never
 touched, and other libraries keep seeing the truth there. On the cuda backend nothing is patched.
 
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from portlayer.dropin import user_line
-from portlayer.dropin.cuda_names import Retarget, leading_device
+from portlayer.dropin.retarget import Retarget, leading_device
 
 
 def _rewriting(original: Callable, retarget: Retarget, **rewrites: str) -> Callable:
@@ -53,7 +53,7 @@ def _tensor_cuda(original: Callable, retarget: Retarget) -> Callable:
 
     @functools.wraps(original)
     def cuda(self, device=None, non_blocking=False, memory_format=torch.preserve_format):
-        return tensor_to(self, retarget.index(device), non_blocking=non_blocking, memory_format=memory_format)
+        return tensor_to(self, retarget.destination(device), non_blocking=non_blocking, memory_format=memory_format)
 
     return cuda
 
@@ -80,7 +80,7 @@ def _module_cuda(original: Callable, retarget: Retarget) -> Callable:
 
     @functools.wraps(original)
     def cuda(self, device=None):
-        return module_to(self, retarget.index(device))
+        return module_to(self, retarget.destination(device))
 
     return cuda
 

@@ -1,6 +1,6 @@
 """The names `portlayer.torch` changes: torch's own callables that take a device, retargeted.
 
-Each is a thin stand-in that rewrites a CUDA device (`cuda_names.Retarget`) and calls torch's original.
+Each is a thin stand-in that rewrites a CUDA device (`retarget.Retarget`) and calls torch's original.
 Types stay torch's types: `portlayer.torch.device("cuda", 0)` returns a real `torch.device` (of the active
 type) and `isinstance(x, portlayer.torch.device)` asks `torch.device`. Each stand-in is registered with
 TorchScript as the builtin its original is, so `torch.jit.script` compiles code written against the
@@ -18,7 +18,7 @@ import torch
 import torch.jit._builtins as jit_builtins
 import torch.serialization
 
-from portlayer.dropin.cuda_names import Retarget, leading_device
+from portlayer.dropin.retarget import Retarget, leading_device
 
 # torch functions whose `device` is keyword-only: the factories. tests/dropin checks that this covers every
 # public torch callable documenting a `device` argument.
@@ -94,7 +94,7 @@ def _device(retarget: Retarget) -> type:
     def construct(*args, **kwargs) -> torch.device:
         if len(args) == 1 and not kwargs and isinstance(args[0], int):
             # A bare index means "the accelerator" to torch; on the host there is none to ask for.
-            return retarget.index(args[0])
+            return retarget.destination(args[0])
         return retarget.device(torch.device(*args, **kwargs))
 
     return _stand_in_type(torch.device, construct)

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from portlayer.backends import BY_NAME
-from portlayer.dropin.cuda_names import Retarget
+from portlayer.dropin.retarget import Retarget
 
 cpu, xpu, cuda = (Retarget(BY_NAME[name]) for name in ("cpu", "xpu", "cuda"))
 
@@ -64,7 +64,7 @@ def test_init_process_group_device_id():
 
 @pytest.mark.parametrize("given, expected", [(None, "xpu"), (1, "xpu:1"), ("cuda:2", "xpu:2")])
 def test_dot_cuda_argument(given, expected):
-    assert xpu.index(given) == torch.device(expected)
+    assert xpu.destination(given) == torch.device(expected)
 
 
 def test_nothing_to_retarget_on_cuda():

@@ -119,7 +119,7 @@ def test_an_out_of_tree_record_with_a_vendor_api_is_a_migrate_and_preflight_targ
         """
         import json
         from portlayer.migrate.engine import TARGETS, migrate_source
-        from portlayer.train.preflight_cli import TARGETS as PREFLIGHT
+        from portlayer.preflight.cli import TARGETS as PREFLIGHT
         result = migrate_source("import torch\\nx = torch.ones(2).double().cuda()\\ntorch.cuda.synchronize()\\n", "gcu")
         print(json.dumps({"targets": list(TARGETS), "preflight": PREFLIGHT, "code": result.code,
                           "codes": [d.code for d in result.diagnostics]}))

@@ -151,7 +151,7 @@ class _Result:
 
 
 def _run(preset, batch_size, seq_len, overrides, precision, ddp, capacity, progress) -> _Result:
-    from portlayer.train import preflight_plan as plan
+    from portlayer.preflight import plan
 
     shape = plan.resolved(plan.Shape(preset, batch_size, seq_len, dict(map(plan.parse_override, overrides)),
                                      precision, ddp))

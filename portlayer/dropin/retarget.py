@@ -68,7 +68,7 @@ class Retarget:
             return self._whole_backend
         return value
 
-    def index(self, device: Any) -> torch.device:
+    def destination(self, device: Any) -> torch.device:
         """Where `tensor.cuda(device)` moves to: an index, a device, a string, or None for the current one."""
         if device is None:
             return self.device(torch.device(CUDA))

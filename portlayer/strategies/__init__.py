@@ -1,0 +1,53 @@
+"""Training strategies: how a data-parallel run shards its state across ranks.
+
+One table, read by the reference trainer (which applies a strategy) and by preflight (which predicts what
+it costs per rank), so that what preflight predicts is what the trainer runs. A strategy changes how state is
+sharded, never the experiment: the same preset, seed, data order and schedule give the same loss up to the
+rounding of a different reduction order.
+
+    from portlayer.strategies import get_strategy
+    get_strategy("zero2").shards_gradients  # True
+
+Modules that apply a strategy (torch's `fully_shard`, DeepSpeed's engine) live beside this one and are
+imported only by the code that trains with them: `import portlayer.strategies` loads neither.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from portlayer.errors import PortlayerError
+
+
+@dataclass(frozen=True)
+class Strategy:
+    name: str
+    engine: str  # "ddp": torch's DistributedDataParallel; "fsdp2": torch's fully_shard; "deepspeed": ZeRO
+    shards_optimizer_state: bool
+    shards_gradients: bool
+    shards_parameters: bool
+    zero_stage: int | None = None  # DeepSpeed's stage, for engine "deepspeed"
+
+    @property
+    def sharded(self) -> bool:
+        return self.shards_optimizer_state or self.shards_gradients or self.shards_parameters
+
+
+STRATEGIES: dict[str, Strategy] = {
+    s.name: s
+    for s in (
+        Strategy("ddp", "ddp", False, False, False),
+        Strategy("fsdp2", "fsdp2", True, True, True),
+        Strategy("zero1", "deepspeed", True, False, False, zero_stage=1),
+        Strategy("zero2", "deepspeed", True, True, False, zero_stage=2),
+        Strategy("zero3", "deepspeed", True, True, True, zero_stage=3),
+    )
+}
+DEFAULT = "ddp"
+
+
+def get_strategy(name: str) -> Strategy:
+    try:
+        return STRATEGIES[name]
+    except KeyError:
+        raise PortlayerError(f"unknown strategy {name!r}: choose one of {', '.join(STRATEGIES)}") from None
