@@ -70,6 +70,7 @@ def fake_preset_step(shape: Shape, *, measure_memory: bool = True,
                      progress: Callable[[str], None] | None = None) -> tuple[FakeStep, Any]:
     """The step of `shape` (resolved), recorded and measured with fake tensors; and the model config."""
     import torch
+
     from portlayer.train import presets
 
     preset = published(presets.get_preset(shape.preset))
