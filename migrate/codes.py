@@ -44,6 +44,9 @@ CODES: dict[str, Code] = {
     "PL110": Code("imports", "change", "import added",
                   "`import portlayer`, `import torch` or the vendor plugin (`import torch_npu`), once; reported at "
                   "the first conversion that needed it"),
+    "PL120": Code("library", "change", "CUDA-only import removed: the program's own fallback runs",
+                  "`try: import <library> … except ImportError: <fallback>` becomes the fallback, what runs "
+                  "without the library; its calls are left to the program, not rewritten"),
     # PL2xx: CUDA-only libraries.
     "PL201": Code("library", "warning", "apex is CUDA-only",
                   "use `torch.amp` (portlayer.autocast/GradScaler), torch's fused optimizers and "
