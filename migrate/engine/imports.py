@@ -23,9 +23,13 @@ from portlayer.migrate.engine.analysis import (
     parse_python,
     source_lines,
 )
-from portlayer.migrate.engine.fallbacks import alias_binding, take_fallbacks
+from portlayer.migrate.engine.fallbacks import take_fallbacks
 from portlayer.migrate.engine.printing import code_of
+from portlayer.migrate.import_statements import alias_binding
 
+# What a rule leaves for a statement it drops (`pass  # portlayer: dropped`): removed here, or a plain
+# `pass` where the block would otherwise be empty.
+DROPPED = "# portlayer: dropped"
 # An indented `from torch.cuda... import` or `import torch.cuda... as`.
 _NESTED_TORCH_CUDA_IMPORT = re.compile(r"^[ \t]+(?:from|import)[ \t]+torch\.cuda", re.MULTILINE)
 
@@ -49,6 +53,9 @@ class ImportPlan:
             removed = _remove_unused(code, tree, self.released)
             if removed != code:
                 code, tree = removed, parse_python(removed)
+        if DROPPED in code:
+            code = _drop_marked(code, tree)
+            tree = parse_python(code)
         removed = _remove_unused_nested(code, tree)
         if removed != code:
             code, tree = removed, parse_python(removed)
@@ -153,6 +160,23 @@ def _remove_unused_nested(code: str, tree: ast.Module) -> str:
     return "".join(lines)
 
 
+def _drop_marked(code: str, tree: ast.Module) -> str:
+    lines = source_lines(code)
+    edits: dict[int, str] = {}
+    for body in [tree.body, *(body for _, body in _nested_bodies(tree))]:
+        marked = [s for s in body if isinstance(s, ast.Pass) and lines[s.lineno - 1].rstrip().endswith(DROPPED)]
+        for index, statement in enumerate(marked):
+            number = statement.lineno
+            line = lines[number - 1]
+            keep = body is not tree.body and len(marked) == len(body) and index == 0
+            edits[number] = line[: statement.col_offset] + "pass" + newline_of(line) if keep else ""
+            if not keep and 1 < number < len(lines) and not lines[number - 2].strip() and not lines[number].strip():
+                edits[number - 1] = ""  # one blank line, not two, where the statement stood between them
+    for number, text in edits.items():
+        lines[number - 1] = text
+    return "".join(lines)
+
+
 def _nested_bodies(tree: ast.Module):
     """Every statement list below the module's own, with the function, class or module it belongs to."""
     stack: list[tuple[ast.AST, ast.AST]] = [(tree, tree)]
@@ -212,7 +236,9 @@ class _RemoveUnused(cst.CSTTransformer):
             return cst.RemoveFromParent()
         if len(names) == len(node.names):
             return node
-        names[-1] = names[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+        # The last name keeps the comma (and line break) the original last one had, in parentheses.
+        last_comma = node.names[-1].comma if node.rpar is not None and isinstance(node, cst.ImportFrom) else None
+        names[-1] = names[-1].with_changes(comma=last_comma or cst.MaybeSentinel.DEFAULT)
         changes = {"names": names}
         if isinstance(node, cst.ImportFrom) and node.rpar is not None and len(names) == 1:
             changes.update(lpar=None, rpar=None)

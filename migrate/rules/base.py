@@ -55,6 +55,9 @@ class FileContext:
     # fallback or check decides (bound there, or by an import under an `if`): no rule rewrites their uses.
     fallback_lines: frozenset[int] = frozenset()
     left_to_program: frozenset[str] = frozenset()
+    # Names bound by CUDA-only library imports whose every use a rule converted (`library_calls`): the
+    # import goes with the rewrite, so it is not reported.
+    converted_names: set[str] = field(default_factory=set)
 
 
 class Rule(cst.CSTTransformer):
