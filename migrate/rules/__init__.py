@@ -1,11 +1,14 @@
 """The rules, in the order the engine runs them. Each is one concern; see its module docstring.
 
-Amp runs before TorchCudaApi (it rewrites the `torch.cuda.amp` calls whose arguments change) and
+The library rows (Apex, BitsAndBytes, Liger) run before CudaOnlyLibraries, which does not report an
+import whose every use they converted. Amp runs before TorchCudaApi (it rewrites the `torch.cuda.amp` calls whose arguments change) and
 LegacyTensorTypes before both (the API rule leaves tensor types to it).
 """
 
 from portlayer.migrate.rules.amp import Amp
+from portlayer.migrate.rules.apex import Apex
 from portlayer.migrate.rules.api import TorchCudaApi
+from portlayer.migrate.rules.bitsandbytes import BitsAndBytes
 from portlayer.migrate.rules.cuda_only import CudaOnlyNames
 from portlayer.migrate.rules.devices import Devices
 from portlayer.migrate.rules.distributed import CollectiveBackend, DistributedDataParallelDevices
@@ -14,9 +17,13 @@ from portlayer.migrate.rules.environment import EnvironmentVariables
 from portlayer.migrate.rules.flags import BackendFlags
 from portlayer.migrate.rules.int_devices import IntDeviceIndices
 from portlayer.migrate.rules.libraries import CudaExtensions, CudaOnlyLibraries
+from portlayer.migrate.rules.liger import Liger
 from portlayer.migrate.rules.tensor_types import LegacyTensorTypes
 
 RULES = (
+    Apex,
+    BitsAndBytes,
+    Liger,
     CudaOnlyLibraries,
     CudaExtensions,
     BackendFlags,
