@@ -25,3 +25,12 @@ def catches_import_error(handler: ast.ExceptHandler) -> bool:
         return True
     types = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
     return any((getattr(t, "id", None) or getattr(t, "attr", None)) in _CATCHES_IMPORT_ERROR for t in types)
+
+
+def top_module(statement: ast.stmt) -> str | None:
+    """The top-level package an import statement imports from (its first name's, for `import a, b`)."""
+    if isinstance(statement, ast.Import):
+        return statement.names[0].name.split(".")[0]
+    if isinstance(statement, ast.ImportFrom) and not statement.level and statement.module:
+        return statement.module.split(".")[0]
+    return None

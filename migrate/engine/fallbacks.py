@@ -19,7 +19,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from portlayer.migrate.engine.analysis import source_lines
-from portlayer.migrate.import_statements import bound_names, catches_import_error
+from portlayer.migrate.import_statements import bound_names, catches_import_error, top_module
 
 
 @dataclass(frozen=True)
@@ -35,15 +35,6 @@ class Fallback:
         """The names the `try` body's imports bind (they are unbound, or the fallback's, once taken)."""
         return {name for s in self.statement.body if isinstance(s, (ast.Import, ast.ImportFrom))
                 for name in bound_names(s)}
-
-
-def top_module(statement: ast.stmt) -> str | None:
-    """The top-level package an import statement imports from (its first name's, for `import a, b`)."""
-    if isinstance(statement, ast.Import):
-        return statement.names[0].name.split(".")[0]
-    if isinstance(statement, ast.ImportFrom) and not statement.level and statement.module:
-        return statement.module.split(".")[0]
-    return None
 
 
 def find_fallbacks(tree: ast.Module, libraries: Collection[str]) -> list[Fallback]:

@@ -25,7 +25,7 @@ from portlayer.migrate.engine.analysis import (
 )
 from portlayer.migrate.engine.fallbacks import take_fallbacks
 from portlayer.migrate.engine.printing import code_of
-from portlayer.migrate.import_statements import alias_binding
+from portlayer.migrate.import_statements import alias_binding, top_module
 
 # What a rule leaves for a statement it drops (`pass  # portlayer: dropped`): removed here, or a plain
 # `pass` where the block would otherwise be empty.
@@ -300,14 +300,6 @@ def _is_docstring(group: list[ast.stmt]) -> bool:
     )
 
 
-def _top_module(statement: ast.stmt) -> str | None:
-    if isinstance(statement, ast.Import):
-        return statement.names[0].name.split(".")[0]
-    if isinstance(statement, ast.ImportFrom) and not statement.level and statement.module:
-        return statement.module.split(".")[0]
-    return None
-
-
 def _torch_block(groups: list[list[ast.stmt]]) -> list[ast.stmt] | None:
     """The run of import statements, one a line with nothing between them, that has a torch import."""
     blocks: list[list[ast.stmt]] = []
@@ -321,7 +313,7 @@ def _torch_block(groups: list[list[ast.stmt]]) -> list[ast.stmt] | None:
             blocks[-1].append(statement)
         else:
             blocks.append([statement])
-    return next((block for block in blocks if any(_top_module(s) == "torch" for s in block)), None)
+    return next((block for block in blocks if any(top_module(s) == "torch" for s in block)), None)
 
 
 def _insert_sorted(code: str, block: list[ast.stmt], modules: list[str]) -> str:
