@@ -42,6 +42,9 @@ class ImportPlan:
     # and for each such `try` in the file (in order) whether it does (`engine.fallbacks`).
     fallback_libraries: frozenset[str] = frozenset()
     fallbacks_taken: tuple[bool, ...] = ()
+    # CUDA-only libraries (top-level packages) some of whose calls a rule rewrote: their imports inside
+    # functions and blocks go too once nothing there reads their names.
+    converted_libraries: set[str] = field(default_factory=set)
 
     def apply(self, code: str) -> tuple[str, list[str]]:
         """`code` (a migrated module) with its imports settled, and the modules whose import was added."""
@@ -56,7 +59,7 @@ class ImportPlan:
         if DROPPED in code:
             code = _drop_marked(code, tree)
             tree = parse_python(code)
-        removed = _remove_unused_nested(code, tree)
+        removed = _remove_unused_nested(code, tree, self.converted_libraries)
         if removed != code:
             code, tree = removed, parse_python(removed)
         plain = _plain_imports(tree)
@@ -123,14 +126,16 @@ def _remove_unused(code: str, tree: ast.Module, released: set[ImportSpec]) -> st
     return "".join(lines)
 
 
-def _remove_unused_nested(code: str, tree: ast.Module) -> str:
-    """Imports from torch.cuda inside functions, classes and blocks (detectron2's function-level
-    `from torch.cuda.amp import GradScaler`) whose names nothing reads any more after the rewrite: the
-    names go, the statement too when none is left (`pass` where the block would be empty)."""
-    if _NESTED_TORCH_CUDA_IMPORT.search(code) is None:
+def _remove_unused_nested(code: str, tree: ast.Module, libraries: set[str]) -> str:
+    """Imports from torch.cuda (or from one of `libraries`) inside functions, classes and blocks
+    (detectron2's function-level `from torch.cuda.amp import GradScaler`) whose names nothing reads any
+    more after the rewrite: the names go, the statement too when none is left (`pass` where the block
+    would be empty)."""
+    if not libraries and _NESTED_TORCH_CUDA_IMPORT.search(code) is None:
         return code  # the common case, told without walking the tree
     candidates = [(scope, body, index) for scope, body in _nested_bodies(tree) for index, statement in enumerate(body)
-                  if _imports_from_torch_cuda(statement) and line_group(body, index) == (index, index)]
+                  if (_imports_from_torch_cuda(statement) or top_module(statement) in libraries)
+                  and line_group(body, index) == (index, index)]
     if not candidates:
         return code
     used_in: dict[int, set[str]] = {}

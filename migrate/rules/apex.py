@@ -198,6 +198,7 @@ class Apex(LibraryCalls):
         template = "({torch}.nn.utils.get_total_norm({t}).float().reshape(1), " + per + ")"
         self.changed("PL124", original, f"multi_tensor_applier({_L2NORM}, ...) -> torch.nn.utils.get_total_norm"
                                         + (" and torch._foreach_norm" if per_tensor else ""), needs_runtime=False)
+        self.imports.converted_libraries.update(self.LIBRARIES)
         self.report("PL220", original, f"{_L2NORM}: the overflow buffer `{code_of(args[1].value)}` is no longer set; "
                                        "test torch.isfinite(norm) where the program reads it")
         return self.expression(template, t=tensors)

@@ -62,9 +62,8 @@ class CudaOnlyLibraries(Rule):
         return False
 
     def _converted(self, node: cst.CSTNode, names: list[str]) -> bool:
-        """A module-level import whose every name a rule converted every use of: it goes."""
-        return isinstance(self.parent(self.parent(node)), cst.Module) and all(
-            name in self.context.converted_names and name in self.context.module.by_name for name in names)
+        """An import whose every name a rule converted every use of: it goes (`ImportPlan`)."""
+        return all(name in self.context.converted_names for name in names)
 
     def _imported(self, node: cst.CSTNode, module: str) -> None:
         code = LIBRARIES.get(module.split(".")[0])

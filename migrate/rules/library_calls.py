@@ -49,6 +49,10 @@ class Arguments:
     def __init__(self, call: cst.Call, parameters: tuple[str, ...]):
         self.nodes: dict[str, cst.BaseExpression] = {}
         self.unknown = False  # *args, **kwargs, or more positional arguments than parameters
+        # A keyword the library's version the row follows does not have (an older apex's eps_inside_sqrt=):
+        # its positional order may differ too, so the call is not converted.
+        self.foreign = [arg.keyword.value for arg in call.args if arg.keyword is not None
+                        and arg.keyword.value not in parameters]
         for position, arg in enumerate(call.args):
             if arg.star or (arg.keyword is None and position >= len(parameters)):
                 self.unknown = True
@@ -122,6 +126,8 @@ class LibraryCalls(Rule):
         required = row.parameters[: row.required]
         missing = [name for name in required if not arguments.given(name)]
         outcome = (Refused("its arguments are spread (*args, **kwargs)") if arguments.unknown
+                   else Refused(f"`{arguments.foreign[0]}=` is not a parameter of the version converted")
+                   if arguments.foreign
                    else Refused(f"no `{missing[0]}` argument") if missing
                    else row.convert(arguments))
         name = self.qualified(original_node.func)
@@ -130,6 +136,7 @@ class LibraryCalls(Rule):
             return updated_node
         self.converted_read(original_node.func)
         self.changed(row.code, original_node, f"{name} -> {outcome.message}", needs_runtime=False)
+        self.imports.converted_libraries.update(self.LIBRARIES)
         for code, message in outcome.notes:
             self.report(code, original_node, f"{name}: {message}")
         if outcome.whole:
@@ -141,14 +148,14 @@ class LibraryCalls(Rule):
     def converted_read(self, expression: cst.BaseExpression) -> None:
         """Count the read of a library name that `expression` (a name or attribute chain) starts with as
         part of a converted call."""
-        head = _head(expression)
+        head = head_name(expression)
         if head is not None:
             self.reads.setdefault(head, [0, 0])[1] += 1
 
     def row_for(self, call: cst.Call) -> Row | None:
         if self.excluded(call):
             return None
-        head = _head(call.func)
+        head = head_name(call.func)
         if head is None or head in self.context.left_to_program:
             return None
         return self.ROWS.get(self.qualified(call.func) or "")
@@ -159,6 +166,7 @@ class LibraryCalls(Rule):
         return updated_node
 
 
-def _head(func: cst.BaseExpression) -> str | None:
+def head_name(func: cst.BaseExpression) -> str | None:
+    """`a` for `a.b.c`; None for anything not a plain name or attribute chain."""
     name = dotted(func)
     return None if name is None else name.split(".")[0]

@@ -21,7 +21,15 @@ from __future__ import annotations
 import libcst as cst
 from portlayer.migrate.engine.imports import DROPPED
 from portlayer.migrate.engine.triggers import Words
-from portlayer.migrate.rules.library_calls import Arguments, LibraryCalls, Portable, Refused, Row, differs
+from portlayer.migrate.rules.library_calls import (
+    Arguments,
+    LibraryCalls,
+    Portable,
+    Refused,
+    Row,
+    differs,
+    head_name,
+)
 
 _CROSS_ENTROPY = ("weight", "ignore_index", "lse_square_scale", "label_smoothing", "reduction", "softcap",
                   "return_z_loss", "return_token_accuracy", "return_predicted_tokens")
@@ -102,6 +110,7 @@ class Liger(LibraryCalls):
         name = self._patch(call)
         self.converted_read(call.func)
         self.changed("PL127", call, f"{name}(...) dropped", needs_runtime=False)
+        self.imports.converted_libraries.update(self.LIBRARIES)
         self.report("PL217", call, f"{name}: liger's Triton kernels need a Triton backend; the model keeps "
                                    "its stock torch layers")
         return updated_node.with_changes(body=[cst.Pass()],
@@ -109,8 +118,7 @@ class Liger(LibraryCalls):
                                              whitespace=cst.SimpleWhitespace("  "), comment=cst.Comment(DROPPED)))
 
     def _patch(self, call: cst.Call) -> str | None:
-        head = (cst.ensure_type(call.func, cst.Name).value if isinstance(call.func, cst.Name) else None)
-        if head is not None and head in self.context.left_to_program:
+        if head_name(call.func) in self.context.left_to_program:
             return None
         name = self.qualified(call.func) or ""
         module, _, function = name.rpartition(".")
