@@ -57,8 +57,6 @@ def _bodies(tree: ast.Module):
             body = getattr(node, name, None)
             if node is not tree and isinstance(body, list) and body and isinstance(body[0], ast.stmt):
                 yield body
-        if isinstance(node, ast.ExceptHandler) or type(node).__name__ == "match_case":
-            yield node.body
 
 
 def _fallback(statement: ast.Try, libraries: Collection[str], alone: bool) -> Fallback | None:
@@ -84,7 +82,9 @@ def take_fallbacks(code: str, tree: ast.Module, libraries: Collection[str], take
                        if part and not _only_pass(part))
         if not text and fallback.alone:
             text = f"{indent}pass{_ending(lines[statement.lineno - 1])}"
-        lines[statement.lineno - 1 : statement.end_lineno] = [text]
+        # One entry per line still (the replaced ones empty), so the lines of an enclosing `try`, taken
+        # next, keep their numbers, and its handler carries this replacement along.
+        lines[statement.lineno - 1 : statement.end_lineno] = [text] + [""] * (statement.end_lineno - statement.lineno)
     return "".join(lines)
 
 
@@ -108,7 +108,7 @@ def _block(lines: list[str], statements: list[ast.stmt], indent: str, header: in
     # Between the header's line and the first statement: the rest of a header split over lines, or comments.
     comments = [line for line in lines[header : first.lineno - 1] if line.lstrip().startswith("#")] if header else []
     moved = []
-    for line in comments + lines[first.lineno - 1 : last.end_lineno]:
+    for line in comments + source_lines("".join(lines[first.lineno - 1 : last.end_lineno])):
         moved.append(indent + line[len(own):] if line.startswith(own) else line)
     if not moved[-1].endswith(("\n", "\r")):
         moved[-1] += _ending(head)

@@ -92,6 +92,10 @@ def test_a_dropped_liger_patch_leaves_a_program_that_runs_without_liger():
     ("def f():\n    try: import bitsandbytes as bnb\n    except ImportError: bnb = None\n    return bnb\n",
      "def f():\n    bnb = None\n    return bnb\n"),
     ("class A:\n    try:\n        import apex\n    except ImportError:\n        pass\n", "class A:\n    pass\n"),
+    # Megatron's chain of fallbacks: each is taken, the last one runs.
+    ("try:\n    from apex.optimizers import FusedAdam as Adam\nexcept ImportError:\n    try:\n"
+     "        from transformer_engine.pytorch.optimizers import FusedAdam as Adam\n    except ImportError:\n"
+     "        from torch.optim import AdamW as Adam\nx = 1\n", "from torch.optim import AdamW as Adam\nx = 1\n"),
 ])
 def test_the_fallback_replaces_its_try_statement(source, expected):
     assert migrate_source(source, "neutral").code == expected
