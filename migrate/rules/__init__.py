@@ -1,7 +1,9 @@
 """The rules, in the order the engine runs them. Each is one concern; see its module docstring.
 
 Amp runs before TorchCudaApi (it rewrites the `torch.cuda.amp` calls whose arguments change) and
-LegacyTensorTypes before both (the API rule leaves tensor types to it).
+LegacyTensorTypes before both (the API rule leaves tensor types to it). DeepSpeedCalls runs before
+CollectiveBackend (it drops DeepSpeed's "nccl" rather than renaming it) and FsdpDeviceId before
+TorchCudaApi (it replaces `torch.cuda.current_device()` given as FSDP's device whole).
 """
 
 from portlayer.migrate.rules.amp import Amp
@@ -14,6 +16,7 @@ from portlayer.migrate.rules.environment import EnvironmentVariables
 from portlayer.migrate.rules.flags import BackendFlags
 from portlayer.migrate.rules.int_devices import IntDeviceIndices
 from portlayer.migrate.rules.libraries import CudaExtensions, CudaOnlyLibraries
+from portlayer.migrate.rules.scaleout import DeepSpeedCalls, FsdpDeviceId
 from portlayer.migrate.rules.tensor_types import LegacyTensorTypes
 
 RULES = (
@@ -23,6 +26,8 @@ RULES = (
     CudaOnlyNames,
     Float64,
     LegacyTensorTypes,
+    DeepSpeedCalls,
+    FsdpDeviceId,
     Amp,
     TorchCudaApi,
     Devices,
