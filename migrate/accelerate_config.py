@@ -4,10 +4,12 @@ top-level keys are accelerate's own, recognised by that content whatever the fil
 What accelerate does with them (accelerate 1.15, commands/launch.py and state.py): `distributed_type`
 only picks the launcher, and every MULTI_<device> value picks the same one; the process then finds its
 device and collective itself. `gpu_ids` becomes the visible-devices variable of the accelerator found
-(ASCEND_RT_VISIBLE_DEVICES, MUSA_VISIBLE_DEVICES, ...). So `MULTI_GPU` and `gpu_ids` already launch on
-any accelerator: neutral and torch leave them and say so (PL611); a vendor target writes the vendor's
-`MULTI_NPU` / `MULTI_MUSA`, as `accelerate config` does on that vendor's host (PL113). `mixed_precision:
-fp8` needs CUDA-only libraries and is reported (PL612).
+(ASCEND_RT_VISIBLE_DEVICES, MUSA_VISIBLE_DEVICES, ...): left, said at info level (PL611). `MULTI_GPU`
+launches on any accelerator, but on a host with none accelerate forms no process group (only
+`MULTI_CPU` does, and that one never uses an accelerator): neutral and torch, whose programs may run on
+the cpu, leave it and warn (PL612); a vendor target writes the vendor's `MULTI_NPU` / `MULTI_MUSA`, as
+`accelerate config` does on that vendor's host (PL113). `mixed_precision: fp8` needs CUDA-only libraries
+(PL613).
 
 Only the value is rewritten, with a line-based edit: comments, quoting, order and line endings stay.
 """
@@ -42,12 +44,12 @@ def migrate_config(text: str, vendor: str | None) -> MigrationResult:
     and torch) in; the rewritten text and what was done out."""
     changes: list[Change] = []
     diagnostics: list[Diagnostic] = []
-    left: list[tuple[int, str]] = []
     pieces, last = [], 0
     for match in _DISTRIBUTED_TYPE.finditer(text):
         line = _line(text, match.start())
         if vendor is None:
-            left.append((line, "distributed_type: MULTI_GPU"))
+            diagnostics.append(Diagnostic.of("PL612", line, 1, "distributed_type: MULTI_GPU left as is: on a host "
+                                             "without an accelerator its processes train alone"))
             continue
         new = f"MULTI_{vendor.upper()}"
         changes.append(Change("PL113", line, match.start(2) - match.start() + 1, f"MULTI_GPU -> {new}"))
@@ -55,13 +57,9 @@ def migrate_config(text: str, vendor: str | None) -> MigrationResult:
         last = match.end(2)
     code = "".join(pieces) + text[last:]
     for match in _GPU_IDS.finditer(text):
-        left.append((_line(text, match.start()), "gpu_ids"))
-    if left:
-        names = " and ".join(name for _, name in left)
-        diagnostics.append(Diagnostic.of("PL611", min(line for line, _ in left), 1, f"left {names} as is: "
-                                         "accelerate launches on the accelerator it finds"))
+        diagnostics.append(Diagnostic.of("PL611", _line(text, match.start()), 1))
     for match in _FP8.finditer(text):
-        diagnostics.append(Diagnostic.of("PL612", _line(text, match.start()), 1,
+        diagnostics.append(Diagnostic.of("PL613", _line(text, match.start()), 1,
                                          "mixed_precision: fp8 needs Transformer Engine or MS-AMP"))
     diagnostics.sort(key=lambda d: (d.line, d.col))
     return MigrationResult(code=code, changes=tuple(changes), diagnostics=tuple(diagnostics), source=text)

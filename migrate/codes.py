@@ -159,10 +159,14 @@ CODES: dict[str, Code] = {
     "PL610": Code("launcher", "warning", "deepspeed launcher on a device DeepSpeed has no accelerator for",
                   "launch with `torchrun --nproc_per_node N` (the program calls `deepspeed.init_distributed()` "
                   "under it) and give DeepSpeed an accelerator in the program"),
-    "PL611": Code("config", "info", "accelerate config left as is: accelerate picks the device at launch",
-                  "`distributed_type: MULTI_GPU` launches one process per device on any accelerator accelerate "
-                  "finds, and `gpu_ids` sets that accelerator's visible-devices variable"),
-    "PL612": Code("config", "warning", "accelerate config setting only CUDA has",
+    "PL611": Code("config", "info", "accelerate config gpu_ids left as is: accelerate sets the accelerator's variable",
+                  "accelerate launch turns `gpu_ids` into the visible-devices variable of the accelerator it finds "
+                  "(ASCEND_RT_VISIBLE_DEVICES, MUSA_VISIBLE_DEVICES, ...)"),
+    "PL612": Code("config", "warning", "accelerate config MULTI_GPU: on a host without an accelerator the processes train alone",
+                  "MULTI_GPU launches one process per device on any accelerator accelerate finds; on the cpu each "
+                  "process trains by itself unless the config says `distributed_type: MULTI_CPU` (keep one config "
+                  "per kind of host)"),
+    "PL613": Code("config", "warning", "accelerate config setting only CUDA has",
                   "fp8 needs Transformer Engine or MS-AMP (CUDA-only): use `bf16` on the target"),
     # PL9xx: processing errors.
     "PL901": Code("error", "error", "syntax error: file left untouched", "fix the syntax, or exclude the file"),
