@@ -25,7 +25,7 @@ from portlayer.migrate.rules.strings import string_value
 
 _INIT_DISTRIBUTED = {"deepspeed.init_distributed", "deepspeed.comm.init_distributed",
                      "deepspeed.comm.comm.init_distributed"}
-_GET_ACCELERATOR = {"deepspeed.accelerator.get_accelerator", "deepspeed.accelerator.real_accelerator.get_accelerator"}
+_GET_ACCELERATOR = {"deepspeed.get_accelerator", "deepspeed.accelerator.get_accelerator", "deepspeed.accelerator.real_accelerator.get_accelerator"}
 _FSDP1 = {
     "torch.distributed.fsdp.FullyShardedDataParallel",
     "torch.distributed.fsdp.fully_sharded_data_parallel.FullyShardedDataParallel",
