@@ -44,6 +44,15 @@ CODES: dict[str, Code] = {
     "PL110": Code("imports", "change", "import added",
                   "`import portlayer`, `import torch` or the vendor plugin (`import torch_npu`), once; reported at "
                   "the first conversion that needed it"),
+    "PL111": Code("distributed", "change", "DeepSpeed's \"nccl\" dropped",
+                  "`deepspeed.init_distributed(dist_backend=\"nccl\")`: without it DeepSpeed takes its accelerator's "
+                  "backend (hccl on npu, gloo or ccl on the cpu)"),
+    "PL112": Code("distributed", "change", "FSDP device_id converted",
+                  "`FullyShardedDataParallel(device_id=torch.cuda.current_device())` or a provable int index to the "
+                  "target's device (FSDP makes an int the accelerator's device, which a host without one lacks)"),
+    "PL113": Code("config", "change", "accelerate config distributed_type converted",
+                  "`distributed_type: MULTI_GPU` to the vendor's (`MULTI_NPU`, `MULTI_MUSA`), as `accelerate config` "
+                  "writes it on that vendor's host"),
     "PL120": Code("library", "change", "CUDA-only import removed: the program's own fallback runs",
                   "`try: import <library> … except ImportError: <fallback>` becomes the fallback, what runs "
                   "without the library; its calls are left to the program, not rewritten"),
@@ -158,6 +167,15 @@ CODES: dict[str, Code] = {
     "PL412": Code("device", "warning", "an int given as a device means a CUDA device",
                   "give the target's device for the index (neutral: `portlayer.device(i)`); where the value is "
                   "provably an int (`int(...)`, a parameter annotated `int`) the codemod converts it"),
+    "PL413": Code("api", "info", "DeepSpeed's get_accelerator() is already portable: left as is",
+                  "it follows the accelerator DeepSpeed finds (or one given with `set_accelerator`)"),
+    "PL414": Code("distributed", "warning", "FSDP device_id not provably a device index",
+                  "give the target's device (neutral: `portlayer.device(i)`); FSDP makes an int the accelerator's "
+                  "device, which a host without one lacks"),
+    "PL415": Code("library", "warning", "DeepSpeed has no accelerator for the target",
+                  "DeepSpeed's accelerators are cuda, cpu, xpu, npu, mps, hpu, mlu, sdaa, supa, klxpu: give it one with "
+                  "`deepspeed.accelerator.set_accelerator(...)` before `deepspeed.initialize`, or migrate with "
+                  "`--target neutral`"),
     "PL501": Code("dtype", "warning", "float64 on a backend without native float64",
                   "use float32 on the device; keep float64 on the host (cpu) if needed"),
     # PL6xx: environment variables and shell scripts.
@@ -181,6 +199,21 @@ CODES: dict[str, Code] = {
                   "CUDA runs"),
     "PL608": Code("environment", "warning", "vendor variable takes different units",
                   "rename it by hand and convert its value (e.g. NCCL_BUFFSIZE bytes -> HCCL_BUFFSIZE MiB)"),
+    "PL609": Code("launcher", "info", "deepspeed launcher left as is: it counts the accelerator DeepSpeed finds",
+                  "`--include`/`--exclude` indices, `--num_gpus` and `--num_nodes` go through DeepSpeed's accelerator, "
+                  "which sets its own visible-devices variable (npu: ASCEND_RT_VISIBLE_DEVICES)"),
+    "PL610": Code("launcher", "warning", "deepspeed launcher on a device DeepSpeed has no accelerator for",
+                  "launch with `torchrun --nproc_per_node N` (the program calls `deepspeed.init_distributed()` "
+                  "under it) and give DeepSpeed an accelerator in the program"),
+    "PL611": Code("config", "info", "accelerate config gpu_ids left as is: accelerate sets the accelerator's variable",
+                  "accelerate launch turns `gpu_ids` into the visible-devices variable of the accelerator it finds "
+                  "(ASCEND_RT_VISIBLE_DEVICES, MUSA_VISIBLE_DEVICES, ...)"),
+    "PL612": Code("config", "warning", "accelerate config MULTI_GPU: on a host without an accelerator the processes train alone",
+                  "MULTI_GPU launches one process per device on any accelerator accelerate finds; on the cpu each "
+                  "process trains by itself unless the config says `distributed_type: MULTI_CPU` (keep one config "
+                  "per kind of host)"),
+    "PL613": Code("config", "warning", "accelerate config setting only CUDA has",
+                  "fp8 needs Transformer Engine or MS-AMP (CUDA-only): use `bf16` on the target"),
     # PL9xx: processing errors.
     "PL901": Code("error", "error", "syntax error: file left untouched", "fix the syntax, or exclude the file"),
     "PL902": Code("error", "error", "decode error: file left untouched",

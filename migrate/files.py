@@ -1,7 +1,7 @@
 """Reading a source file into text and writing text back to exactly the bytes conventions it came with.
 
 Python files are decoded the way the interpreter decodes them (PEP 263 cookie, UTF-8 BOM); shell scripts
-have no declared encoding, so they are read as UTF-8 with undecodable bytes carried through unchanged.
+(and accelerate's YAML configs, read the same way) have no declared encoding, so they are read as UTF-8 with undecodable bytes carried through unchanged.
 Line endings are never translated: the text keeps its `\\r\\n`, and so does what is written back.
 """
 

@@ -12,10 +12,11 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from portlayer.migrate import engine, shell
+from portlayer.migrate import accelerate_config, engine, shell
 from portlayer.migrate.engine import parse_python
 from portlayer.migrate.files import DecodeError, SourceText, decode_python, decode_shell
 from portlayer.migrate.model import Change, Diagnostic, SourceError
+from portlayer.migrate.targets import target_named
 from portlayer.migrate.walk import Found
 
 from portlayer.atomic import write_atomic
@@ -33,7 +34,7 @@ class Options:
 @dataclass(frozen=True)
 class FileResult:
     path: str
-    kind: str  # "python" | "shell"
+    kind: str  # "python" | "shell" | "config"
     status: str  # "unchanged" | "changed" (or would change, when not writing) | "failed"
     changes: tuple[Change, ...] = ()
     diagnostics: tuple[Diagnostic, ...] = ()
@@ -67,12 +68,15 @@ def process_bytes(path: str, kind: str, data: bytes, options: Options) -> FileRe
 
 def load(path: str, kind: str, data: bytes, target: str) -> Loaded | FileResult:
     try:
-        source = decode_shell(data) if kind == "shell" else decode_python(data)
+        source = decode_python(data) if kind == "python" else decode_shell(data)
     except DecodeError as exc:
         return FileResult(path, kind, "failed", diagnostics=(_error("PL902", exc),))
-    mentions = (
-        shell.mentions_cuda(source.text) if kind == "shell" else engine.mentions_cuda(source.text, target)
-    )
+    if kind == "shell":
+        mentions = shell.mentions_cuda(source.text)
+    elif kind == "config":
+        mentions = accelerate_config.mentions_cuda(source.text)
+    else:
+        mentions = engine.mentions_cuda(source.text, target)
     if not mentions:
         return FileResult(path, kind, "unchanged")
     return Loaded(path, kind, source)
@@ -83,6 +87,8 @@ def convert(loaded: Loaded, options: Options) -> FileResult:
     try:
         if kind == "shell":
             result = shell.migrate_shell(text, options.target)
+        elif kind == "config":
+            result = accelerate_config.migrate_config(text, target_named(options.target).vendor)
         else:
             result = engine.migrate_source(text, options.target, annotate=options.annotate)
             _check_parses(text, result.code)

@@ -1,4 +1,5 @@
-"""Shell launch scripts: `CUDA_VISIBLE_DEVICES=…`, `NCCL_*`, other CUDA-only settings and `nvidia-smi`.
+"""Shell launch scripts: `CUDA_VISIBLE_DEVICES=…`, `NCCL_*`, other CUDA-only settings and `nvidia-smi`
+(and the `deepspeed` launcher, `portlayer.migrate.launchers`).
 
 Only shell code is touched, never comments or text: a variable is renamed where the shell reads or sets it
 — an assignment (`NAME=v cmd`, `export NAME=v`, `env NAME=v cmd`, `unset NAME`) or an expansion (`$NAME`,
@@ -17,6 +18,7 @@ import bisect
 import re
 from dataclasses import dataclass
 
+from portlayer.migrate import launchers
 from portlayer.migrate.model import Change, Diagnostic, MigrationResult
 from portlayer.migrate.targets import TARGETS
 from portlayer.migrate.variables import VARIABLE, VISIBLE_DEVICES, is_cuda_only, is_interesting
@@ -36,7 +38,7 @@ _OPERATOR_CHARS = ";&|()<>"
 
 
 def mentions_cuda(text: str) -> bool:
-    return "nvidia-smi" in text or VARIABLE.search(text) is not None
+    return "nvidia-smi" in text or VARIABLE.search(text) is not None or launchers.mentions_deepspeed(text)
 
 
 @dataclass(frozen=True)
@@ -262,9 +264,9 @@ def _site(word: tuple[int, int], match: re.Match) -> Site:
     return Site(start, start + len(name), name, value_end)
 
 
-def find_sites(text: str) -> tuple[list[Site], list[tuple[int, int]]]:
+def find_sites(text: str, lexer: _Lexer | None = None) -> tuple[list[Site], list[tuple[int, int]]]:
     """The variable sites in code, in order, and the comment spans (where nothing is code)."""
-    lexer = _Lexer(text).run()
+    lexer = lexer or _Lexer(text).run()
     assigned = [site for words in lexer.commands for site in _assignment_sites(text, words)]
     sites = [site for site in assigned if is_interesting(site.name)] + lexer.expansions
     return sorted(set(sites), key=lambda site: site.start), lexer.comments
@@ -283,7 +285,8 @@ def migrate_shell(text: str, target: str = "neutral") -> MigrationResult:
     """Pure, like `migrate_source`: the script's text in, the rewritten text and what was done out."""
     if target not in BY_NAME and target not in ("neutral", "torch"):
         raise ValueError(f"unknown target {target!r}")
-    sites, comments = find_sites(text)
+    lexer = _Lexer(text).run()
+    sites, comments = find_sites(text, lexer)
     position = _Positions(text)
 
     def in_code(offset: int) -> bool:
@@ -294,6 +297,7 @@ def migrate_shell(text: str, target: str = "neutral") -> MigrationResult:
         for match in _NVIDIA_SMI.finditer(text)
         if in_code(match.start())
     ]
+    diagnostics += launchers.launcher_diagnostics(text, lexer.commands, position, target)
     site_starts = {site.start for site in sites}
     # Names in code that the shell itself neither sets nor reads: arguments (`mpirun -x NCCL_DEBUG`), text.
     others = [

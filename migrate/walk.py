@@ -1,8 +1,9 @@
 """Which files a `portlayer migrate PATH...` run looks at.
 
 A file named on the command line is always taken: a shell script by its suffix (`.sh`, `.bash`) or, with
-no suffix, by its shebang (`#!/bin/bash`); anything else as Python. Directories are walked recursively
-for `*.py`, shell scripts and extensionless scripts whose shebang names Python or a shell, in a stable
+no suffix, by its shebang (`#!/bin/bash`); `.yaml`/`.yml` as an accelerate config; anything else as Python.
+Directories are walked recursively for `*.py`, shell scripts, extensionless scripts whose shebang names
+Python or a shell, and YAML files whose content is an accelerate config, in a stable
 order, skipping hidden, virtual-environment, build and cache folders, symbolic links, what `.gitignore`
 files ignore (as ruff does; `respect_gitignore=False` turns that off) and whatever the exclude globs match.
 """
@@ -15,6 +16,8 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+
+from portlayer.migrate import accelerate_config
 
 PYTHON_SUFFIXES = (".py",)
 SHELL_SUFFIXES = (".sh", ".bash")
@@ -40,10 +43,14 @@ _SHEBANG_KINDS = (
 )
 
 
+# accelerate writes its keys in a few hundred bytes; YAML files of other tools are not read whole.
+_CONFIG_PEEK = 16384
+
+
 @dataclass(frozen=True)
 class Found:
     path: Path
-    kind: str  # "python" | "shell"
+    kind: str  # "python" | "shell" | "config" (an accelerate config file)
     size: int = 0  # bytes, to judge whether a run is worth worker processes
 
 
@@ -81,10 +88,21 @@ def _first_line(path: Path) -> bytes:
         return b""
 
 
+def _is_accelerate_config(path: Path) -> bool:
+    try:
+        with open(path, "rb") as file:
+            start = file.read(_CONFIG_PEEK)
+    except OSError:  # unreadable: not taken, as an unreadable shebang is not
+        return False
+    return accelerate_config.is_accelerate_config(start.decode("utf-8", "replace"))
+
+
 def kind_of(path: Path, first_bytes: bytes | None = None) -> str:
     """The kind of a file named on the command line (or `--stdin-filename`, with the text's start)."""
     if path.suffix in SHELL_SUFFIXES:
         return "shell"
+    if path.suffix in accelerate_config.SUFFIXES:
+        return "config"  # one that is not accelerate's has nothing to migrate: it comes out unchanged
     if path.suffix == "" and path.name not in ("", "-"):
         start = _first_line(path) if first_bytes is None else first_bytes
         return shebang_kind(start) or "python"
@@ -164,6 +182,8 @@ class _Walk:
             return "shell"
         if path.suffix == "" and not path.name.startswith("."):
             return shebang_kind(_first_line(path))
+        if path.name.endswith(accelerate_config.SUFFIXES) and _is_accelerate_config(path):
+            return "config"
         return None
 
     def _read_gitignore(self, folder: Path) -> None:

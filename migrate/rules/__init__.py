@@ -2,7 +2,9 @@
 
 The library rows (Apex, BitsAndBytes, Liger) run before CudaOnlyLibraries, which does not report an
 import whose every use they converted. Amp runs before TorchCudaApi (it rewrites the `torch.cuda.amp` calls whose arguments change) and
-LegacyTensorTypes before both (the API rule leaves tensor types to it).
+LegacyTensorTypes before both (the API rule leaves tensor types to it). DeepSpeedCalls runs before
+CollectiveBackend (it drops DeepSpeed's "nccl" rather than renaming it) and FsdpDeviceId before
+TorchCudaApi (it replaces `torch.cuda.current_device()` given as FSDP's device whole).
 """
 
 from portlayer.migrate.rules.amp import Amp
@@ -18,6 +20,7 @@ from portlayer.migrate.rules.flags import BackendFlags
 from portlayer.migrate.rules.int_devices import IntDeviceIndices
 from portlayer.migrate.rules.libraries import CudaExtensions, CudaOnlyLibraries
 from portlayer.migrate.rules.liger import Liger
+from portlayer.migrate.rules.scaleout import DeepSpeedCalls, FsdpDeviceId
 from portlayer.migrate.rules.tensor_types import LegacyTensorTypes
 
 RULES = (
@@ -30,6 +33,8 @@ RULES = (
     CudaOnlyNames,
     Float64,
     LegacyTensorTypes,
+    DeepSpeedCalls,
+    FsdpDeviceId,
     Amp,
     TorchCudaApi,
     Devices,

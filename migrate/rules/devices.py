@@ -47,6 +47,9 @@ _TYPE_FIRST_ARGUMENT = {
     "torch.amp.GradScaler",
     "torch.amp.grad_scaler.GradScaler",
     "torch.get_device_module",
+    # FSDP2 and DTensor take their device from the mesh.
+    "torch.distributed.device_mesh.init_device_mesh",
+    "torch.distributed.init_device_mesh",
 }
 _TORCH_DEVICE = "torch.device"
 _COMPARISONS = (cst.Equal, cst.NotEqual, cst.In, cst.NotIn)

@@ -52,6 +52,10 @@ FIRES = {
     "PL411": ("neutral", "import torch\nif is_npu_available():\n    torch.npu.set_device(0)\n"
                          "else:\n    torch.cuda.set_device(0)\n", 2, 1),
     "PL412": ("neutral", "import torch\nx = torch.ones(1).to(local_rank)\n", 2, 22),
+    "PL413": ("neutral", "from deepspeed.accelerator import get_accelerator\nd = get_accelerator().device_name()\n", 2, 5),
+    "PL414": ("neutral", "from torch.distributed.fsdp import FullyShardedDataParallel as FSDP\n"
+                         "m = FSDP(m, device_id=args.gpu)\n", 2, 23),
+    "PL415": ("musa", "import deepspeed\n", 1, 8),
     "PL501": ("npu", "import torch\nx = torch.ones(2, dtype=torch.float64)\n", 2, 25),
     "PL605": ("npu", "import os\nos.environ['NCCL_P2P_LEVEL'] = 'NVL'\n", 2, 12),
     "PL606": ("neutral", "import os\nos.getenv('CUDA_VISIBLE_DEVICES')\n", 2, 11),
@@ -60,8 +64,8 @@ FIRES = {
 }
 # A call left as is keeps its import, which the library's own code reports too: code -> (its code, col).
 IMPORT_REPORTED = {"PL213": ("PL201", 6), "PL215": ("PL201", 6), "PL219": ("PL207", 6)}
-# Emitted by the migrate driver (shell scripts, files it cannot read), not by the Python engine.
-DRIVER_CODES = {"PL601", "PL602", "PL603", "PL604", "PL901", "PL902"}
+# Emitted by the migrate driver (shell scripts, accelerate configs, files it cannot read), not by the Python engine.
+DRIVER_CODES = {"PL601", "PL602", "PL603", "PL604", "PL609", "PL610", "PL611", "PL612", "PL613", "PL901", "PL902"}
 
 
 def test_docs_table_is_generated_from_codes_py():
