@@ -145,14 +145,11 @@ def _binds(bound: Selection | None, selection: Selection) -> bool:
 
 
 def _drop_lazy_lookup(namespace: dict) -> None:
-    """Bind the remaining lazy names and remove the package's `__getattr__`.
+    """Remove the package's `__getattr__`, now that every API name is bound.
 
     CPython specialises attribute lookups only on modules without `__getattr__`: with it gone,
     `portlayer.synchronize` costs what `torch.cuda.synchronize` costs.
     """
-    from portlayer.dropin import patches
-
-    namespace.update({name: getattr(patches, name) for name in namespace["_PATCHING"]})
     namespace.pop("__getattr__", None)
 
 
