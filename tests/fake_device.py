@@ -13,8 +13,9 @@ probe finds it with PORTLAYER_BACKEND unset (the caller's PORTLAYER_BACKEND and 
 The host has `devices` devices (2 by default, one per torchrun rank); the vendor's visible-devices variable
 (ASCEND_RT_VISIBLE_DEVICES, MUSA_VISIBLE_DEVICES) picks among them as on the real hardware.
 
-The device is a C++ library compiled on first use and cached (tests/.fake_device_cache/); call `build()`
-once before starting several processes, so that they do not all wait on the compiler.
+The device is a C++ library compiled on first use and cached (tests/.fake_device_cache/). `environment()`
+compiles it before returning, in the calling process: the processes started with that environment then only
+load it, and no test that never asks for the stand-in pays for the compiler.
 """
 
 from __future__ import annotations
@@ -41,9 +42,11 @@ def plugin_path(*vendors: str) -> list[str]:
 
 
 def environment(vendor: str, base: dict | None = None, *, devices: int = 2) -> dict:
-    """A subprocess environment in which the stand-in `vendor` device ("npu" or "musa") is installed."""
+    """A subprocess environment in which the stand-in `vendor` device ("npu" or "musa") is installed (and
+    compiled, if it was not yet)."""
     if vendor not in VENDORS:
         raise ValueError(f"no stand-in for {vendor!r}; choose one of {', '.join(VENDORS)}")
+    build()
     env = {
         k: v
         for k, v in (os.environ if base is None else base).items()
