@@ -6,16 +6,20 @@ After binding, `portlayer.synchronize` *is* `torch.npu.synchronize` (or a host s
 
 from __future__ import annotations
 
+import atexit
 import sys
 from typing import Any
 
-from portlayer import amp, determinism
+from portlayer import amp, determinism, reducers
 from portlayer.api import MIRRORED
 from portlayer.backends import Backend
 from portlayer.fallbacks import FALLBACKS
 from portlayer.selection import Selection, select
 
 _selection: Selection | None = None
+
+# DDP models a script never freed: their reducers (and process groups) go before the interpreter finalises.
+atexit.register(reducers.release)
 
 
 def _mirrored(backend: Backend, module) -> dict[str, Any]:
