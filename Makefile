@@ -11,7 +11,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export HF_DATASETS_OFFLINE := 1
 
-.PHONY: demo test lint bench venv clean mutation
+.PHONY: demo test test-compat lint bench venv clean mutation
 
 venv: $(STAMP) $(DEEPSPEED_STAMP)
 
@@ -44,6 +44,12 @@ test: $(STAMP) $(DEEPSPEED_STAMP)
 	echo "test order: --randomly-seed=$$seed (make test SEED=$$seed repeats it)"; \
 	$(BIN)/python -m pytest -q -n 2 --dist loadgroup -p randomly --randomly-seed=$$seed
 
+# The runtime, drop-in and migrate-output tests on the oldest torch portlayer declares and the newest available,
+# each in a venv of its own (.venv-torch<VERSION>, kept); not part of `make test`. COMPAT_TORCH picks releases.
+COMPAT_TORCH ?= 2.13.0 2.14.1
+test-compat: $(STAMP)
+	$(BIN)/python tests/compat/run.py $(COMPAT_TORCH)
+
 # Mutation testing (cosmic-ray) of the modules listed in tests/mutation/run.py; not part of `make test`.
 # `make mutation MUTATION_TARGETS="compare shell"` runs some; an interrupted run resumes where it stopped.
 mutation: $(STAMP) $(DEEPSPEED_STAMP)
@@ -56,4 +62,4 @@ bench: $(BENCH_STAMP)
 	$(BIN)/python -m bench
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) .venv-torch* build *.egg-info

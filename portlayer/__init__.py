@@ -13,9 +13,7 @@ from portlayer.api import BOUND as _BOUND
 from portlayer.errors import PortlayerError
 
 __version__ = "0.1.0"
-# The drop-in's process-wide patches (`portlayer.dropin.patches`), loaded on first use.
-_PATCHING = ("patch", "unpatch", "patched")
-__all__ = ["PortlayerError", "activate", *_PATCHING, *_BOUND]
+__all__ = ["PortlayerError", "activate", "patch", "unpatch", "patched", *_BOUND]
 
 
 def activate(name=None):
@@ -29,19 +27,37 @@ def activate(name=None):
     return runtime.activate(name)
 
 
+# The drop-in's process-wide patches, defined in `portlayer.dropin.patches` and imported only when called:
+# the runtime itself never loads the drop-in.
+def patch():
+    """Apply the drop-in's process-wide patches for the active backend (nothing on cuda). Idempotent."""
+    from portlayer.dropin import patches
+
+    patches.patch()
+
+
+def unpatch():
+    """Put back every object `patch()` replaced, exactly. Idempotent."""
+    from portlayer.dropin import patches
+
+    patches.unpatch()
+
+
+def patched():
+    """`with portlayer.patched(): …` — the drop-in's patches inside the block, the state before restored after."""
+    from portlayer.dropin import patches
+
+    return patches.patched()
+
+
 def __getattr__(name):
     # First use of any API name: select the backend and bind every name into this module's namespace,
     # so later lookups are plain attribute hits.
     if name in _BOUND:
         activate()
         return globals()[name]
-    if name in _PATCHING:
-        from portlayer.dropin import patches
-
-        globals().update({each: getattr(patches, each) for each in _PATCHING})
-        return globals()[name]
     raise AttributeError(f"module 'portlayer' has no attribute {name!r}")
 
 
 def __dir__():
-    return sorted(set(globals()) | set(_BOUND) | set(_PATCHING))
+    return sorted(set(globals()) | set(_BOUND))

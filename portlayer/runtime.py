@@ -6,16 +6,20 @@ After binding, `portlayer.synchronize` *is* `torch.npu.synchronize` (or a host s
 
 from __future__ import annotations
 
+import atexit
 import sys
 from typing import Any
 
-from portlayer import amp, determinism
+from portlayer import amp, determinism, reducers
 from portlayer.api import MIRRORED
 from portlayer.backends import Backend
 from portlayer.fallbacks import FALLBACKS
 from portlayer.selection import Selection, select
 
 _selection: Selection | None = None
+
+# DDP models a script never freed: their reducers (and process groups) go before the interpreter finalises.
+atexit.register(reducers.release)
 
 
 def _mirrored(backend: Backend, module) -> dict[str, Any]:
@@ -145,14 +149,11 @@ def _binds(bound: Selection | None, selection: Selection) -> bool:
 
 
 def _drop_lazy_lookup(namespace: dict) -> None:
-    """Bind the remaining lazy names and remove the package's `__getattr__`.
+    """Remove the package's `__getattr__`, now that every API name is bound.
 
     CPython specialises attribute lookups only on modules without `__getattr__`: with it gone,
     `portlayer.synchronize` costs what `torch.cuda.synchronize` costs.
     """
-    from portlayer.dropin import patches
-
-    namespace.update({name: getattr(patches, name) for name in namespace["_PATCHING"]})
     namespace.pop("__getattr__", None)
 
 

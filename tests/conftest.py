@@ -17,8 +17,12 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 
 
 def run_python(code: str, *, fake_plugins: bool = True, env: dict | None = None, timeout: int = 120):
-    """Run `code` in a fresh interpreter (torch's privateuse1 backend can be renamed once per process)."""
-    path = [str(REPO)] + (fake_device.plugin_path("npu", "musa") if fake_plugins else [])
+    """Run `code` in a fresh interpreter (torch's privateuse1 backend can be renamed once per process); with
+    `fake_plugins`, the stand-in npu and musa plugins are importable (and their device compiled first)."""
+    path = [str(REPO)]
+    if fake_plugins:
+        fake_device.build()
+        path += fake_device.plugin_path("npu", "musa")
     full_env = {k: v for k, v in os.environ.items() if not k.startswith(("PORTLAYER_", "FAKE_"))}
     full_env["PYTHONPATH"] = os.pathsep.join(path)
     full_env.update(env or {})
@@ -40,14 +44,10 @@ def in_fresh_process():
     return fresh_process_json
 
 
-@pytest.fixture(scope="session", autouse=True)
-def stand_in_device_built():
-    """The stand-in npu/musa device is compiled before any test runs (once per machine and source change,
-    about a minute), not inside the first subprocess that imports it, where a test's timeout would count it."""
-    return fake_device.build()
-
-
 @pytest.fixture(scope="session")
-def stand_in_device(stand_in_device_built):
-    """`tests.fake_device.environment`, with the stand-in device compiled."""
+def stand_in_device():
+    """`tests.fake_device.environment`, with the stand-in device compiled. Only the tests that start a process
+    on the stand-in pay for compiling it (once per machine and source change, about a minute): they ask for
+    this fixture, or call `fake_device.environment` / `torchrun` / `run_python`, which compile it first."""
+    fake_device.build()
     return fake_device.environment

@@ -13,8 +13,9 @@ probe finds it with PORTLAYER_BACKEND unset (the caller's PORTLAYER_BACKEND and 
 The host has `devices` devices (2 by default, one per torchrun rank); the vendor's visible-devices variable
 (ASCEND_RT_VISIBLE_DEVICES, MUSA_VISIBLE_DEVICES) picks among them as on the real hardware.
 
-The device is a C++ library compiled on first use and cached (tests/.fake_device_cache/); call `build()`
-once before starting several processes, so that they do not all wait on the compiler.
+The device is a C++ library compiled on first use and cached (tests/.fake_device_cache/). `environment()`
+compiles it before returning, in the calling process: the processes started with that environment then only
+load it, and no test that never asks for the stand-in pays for the compiler.
 """
 
 from __future__ import annotations
@@ -40,17 +41,29 @@ def plugin_path(*vendors: str) -> list[str]:
     return [str(FAKE_PLUGINS)] + [str(FAKE_PLUGINS / vendor) for vendor in vendors]
 
 
-def environment(vendor: str, base: dict | None = None, *, devices: int = 2) -> dict:
-    """A subprocess environment in which the stand-in `vendor` device ("npu" or "musa") is installed."""
+# Plugins that register a `torch.backends` entry point, which `import torch` loads by itself (torch's
+# device-plugin autoload, TORCH_DEVICE_BACKEND_AUTOLOAD): recent torch_npu does. The stand-in's entry point
+# is a dist-info folder of its own, on the path only when asked for.
+AUTOLOADED = {"npu": FAKE_PLUGINS / "autoload" / "npu"}
+
+
+def environment(vendor: str, base: dict | None = None, *, devices: int = 2, autoload: bool = False) -> dict:
+    """A subprocess environment in which the stand-in `vendor` device ("npu" or "musa") is installed (and
+    compiled, if it was not yet). With `autoload`, its entry point is installed too, as a real install has
+    it: `import torch` loads the plugin, before any line of the program runs."""
     if vendor not in VENDORS:
         raise ValueError(f"no stand-in for {vendor!r}; choose one of {', '.join(VENDORS)}")
+    if autoload and vendor not in AUTOLOADED:
+        raise ValueError(f"the stand-in {vendor} has no autoload entry point")
+    build()
     env = {
         k: v
         for k, v in (os.environ if base is None else base).items()
         if k != "PORTLAYER_BACKEND" and not k.startswith("FAKE_")
     }
     existing = [entry for entry in env.get("PYTHONPATH", "").split(os.pathsep) if entry]
-    env["PYTHONPATH"] = os.pathsep.join([*plugin_path(vendor), str(REPO), *existing])
+    entry_points = [str(AUTOLOADED[vendor])] if autoload else []
+    env["PYTHONPATH"] = os.pathsep.join([*entry_points, *plugin_path(vendor), str(REPO), *existing])
     env[f"FAKE_{vendor.upper()}_DEVICE_COUNT"] = str(devices)
     env.setdefault("OMP_NUM_THREADS", "1")
     return env

@@ -45,3 +45,13 @@ def test_the_training_job_reads_as_named_steps():
         if isinstance(node, ast.FunctionDef)
     }
     assert {name: length for name, length in lengths.items() if length > 60} == {}
+
+
+def test_no_two_modules_of_the_drop_in_define_a_top_level_name_twice():
+    # `_amp` once meant torch.cuda.amp's look-alike in cuda_module.py and torch.amp's in torch_names.py.
+    where = collections.defaultdict(list)
+    for path in sorted((ROOT / "portlayer" / "dropin").glob("*.py")) + [ROOT / "portlayer" / "torch.py"]:
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+                where[node.name].append(str(path.relative_to(ROOT)))
+    assert {name: files for name, files in where.items() if len(files) > 1} == {}

@@ -4,6 +4,8 @@ from portlayer.backends.base import Backend
 BACKEND = Backend(
     name="cpu",
     dist_backend="gloo",
+    # No variable selects devices here, but callers index the environment with the answer
+    # (`env[portlayer.visible_devices_env()] = ids` in a launcher): the CUDA script's own variable is harmless.
     visible_devices_env="CUDA_VISIBLE_DEVICES",
     is_accelerator=False,
     count_devices=lambda module: 1,

@@ -27,6 +27,8 @@ def _reserved(module):
 BACKEND = Backend(
     name="mps",
     dist_backend="gloo",
+    # No variable selects devices here, but callers index the environment with the answer
+    # (`env[portlayer.visible_devices_env()] = ids` in a launcher): the CUDA script's own variable is harmless.
     visible_devices_env="CUDA_VISIBLE_DEVICES",
     count_devices=_count,
     overrides={

@@ -39,7 +39,7 @@ class _SelectedDevice:
         return False
 
 
-def _amp(api: dict, device_type: str) -> ModuleType:
+def _cuda_amp(api: dict, device_type: str) -> ModuleType:
     """`torch.cuda.amp`: the autocast pair on the active backend, and the custom_fwd/bwd decorators."""
     amp = ModuleType("portlayer.torch.cuda.amp", torch.cuda.amp.__doc__)
     vars(amp).update({name: api[name] for name in AMP})
@@ -66,7 +66,7 @@ def build(api: dict, device_module: ModuleType, retarget: Retarget) -> ModuleTyp
     vars(cuda).update({name: api[name] for name in MIRRORED})
     for name in DEVICE_FIRST:
         setattr(cuda, name, leading_device(api[name], retarget))
-    cuda.amp = _amp(api, device_type)
+    cuda.amp = _cuda_amp(api, device_type)
     device = getattr(device_module, "device", None)
     if not isinstance(device, type):
         device = functools.partial(

@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from portlayer import reducers
 from portlayer.dropin import user_line
 from portlayer.dropin.retarget import Retarget, leading_device
 
@@ -44,6 +45,17 @@ def _rewriting(original: Callable, retarget: Retarget, **rewrites: str) -> Calla
         return original(*bound.args, **bound.kwargs)
 
     return retargeted
+
+
+def _releasing_reducers(original: Callable, retarget: Retarget) -> Callable:
+    """`destroy_process_group` that first frees the reducers of the DDP models on the group (see reducers.py)."""
+
+    @functools.wraps(original)
+    def destroy_process_group(group=None):
+        reducers.release(group)
+        return original(group)
+
+    return destroy_process_group
 
 
 def _tensor_cuda(original: Callable, retarget: Retarget) -> Callable:
@@ -146,6 +158,7 @@ PATCHES = (
         "new_group",
         lambda original, retarget: _rewriting(original, retarget, backend="dist_backend"),
     ),
+    Patch("torch.distributed", "destroy_process_group", _releasing_reducers),
     Patch(
         "torch.nn.parallel:DistributedDataParallel",
         "__init__",

@@ -152,7 +152,7 @@ def _load(retarget: Retarget) -> Callable:
     return retargeted
 
 
-def _amp(autocast: type, grad_scaler: type | None) -> ModuleType:
+def _torch_amp(autocast: type, grad_scaler: type | None) -> ModuleType:
     """`torch.amp` with its device-taking pair retargeted."""
     amp = ModuleType("portlayer.torch.amp", torch.amp.__doc__)
     vars(amp).update({name: value for name, value in vars(torch.amp).items() if not name.startswith("__")})
@@ -179,5 +179,5 @@ def names(retarget: Retarget) -> dict[str, Any]:
     stand_ins.update(device=_device(retarget), autocast=autocast, load=_load(retarget))
     if hasattr(torch.amp, "GradScaler"):  # torch >= 2.3; before, only torch.cuda.amp had one
         stand_ins["GradScaler"] = _grad_scaler(retarget)
-    stand_ins["amp"] = _amp(autocast, stand_ins.get("GradScaler"))
+    stand_ins["amp"] = _torch_amp(autocast, stand_ins.get("GradScaler"))
     return stand_ins

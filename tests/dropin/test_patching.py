@@ -22,6 +22,7 @@ def test_the_table_names_only_objects_reached_without_portlayer_torch():
         "torch.Tensor.cuda",
         "torch.Tensor.pin_memory",
         "torch.Tensor.to",
+        "torch.distributed.destroy_process_group",
         "torch.distributed.init_process_group",
         "torch.distributed.new_group",
         "torch.nn.Module.cuda",

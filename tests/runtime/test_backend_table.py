@@ -1,3 +1,6 @@
+import re
+from pathlib import Path
+
 import pytest
 
 from portlayer.backends import BY_NAME, DIST_BACKEND_BY_DEVICE, IN_TREE, PROBE_ORDER
@@ -17,6 +20,7 @@ EXPECTED = {
     "sdaa": ("tccl", "SDAA_VISIBLE_DEVICES", "torch_sdaa"),
     # Biren: DeepSpeed accelerator/supa_accelerator.py + real_accelerator.py.
     "supa": ("bccl", "SUPA_VISIBLE_DEVICES", "torch_supa"),
+    # No variable selects their devices; a launcher's `env[visible_devices_env()] = …` must still work.
     "mps": ("gloo", "CUDA_VISIBLE_DEVICES", None),
     "cpu": ("gloo", "CUDA_VISIBLE_DEVICES", None),
 }
@@ -28,6 +32,17 @@ def test_each_backend_has_one_record_with_its_collective_and_variables(name):
     assert (backend.dist_backend, backend.visible_devices_env, backend.vendor_module) == EXPECTED[name]
     assert backend.device_type == name
     assert backend.as_dict()["dist_backend"] == EXPECTED[name][0]
+
+
+def test_the_readme_names_each_records_visible_devices_variable():
+    # The README once said "—" for mps and cpu while their records named CUDA_VISIBLE_DEVICES.
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    table = readme.split("### Backends", 1)[1].split("\n\n", 2)[1]
+    documented = {}
+    for row in table.splitlines()[2:]:
+        backend, _plugin, _collective, variable = (cell.strip() for cell in row.strip("|").split("|"))
+        documented[backend.split()[0]] = re.match(r"[A-Z_]+", variable).group(0) if variable != "—" else None
+    assert documented == {name: BY_NAME[name].visible_devices_env for name in EXPECTED}
 
 
 def test_the_documented_probe_order_vendor_plugins_first_cpu_last():

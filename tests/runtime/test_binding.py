@@ -20,6 +20,19 @@ def test_import_portlayer_loads_neither_torch_nor_a_plugin():
     assert json.loads(result.stdout) == []
 
 
+def test_using_the_runtime_never_loads_the_drop_in():
+    # The dependency points one way: the drop-in uses the runtime, the runtime knows nothing of the drop-in.
+    # `portlayer.patch` & co. are the runtime's names for the drop-in's patches, loaded only when called.
+    result = run_python(
+        "import json, sys, portlayer\n"
+        "portlayer.synchronize(); portlayer.device(); portlayer.manual_seed(0); dir(portlayer)\n"
+        "print(json.dumps(sorted(m for m in sys.modules if m.startswith('portlayer.dropin'))))",
+        fake_plugins=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == []
+
+
 BOUND_ON_NPU = """
 import json, torch, portlayer
 def _error(call):

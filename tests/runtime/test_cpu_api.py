@@ -157,7 +157,8 @@ def test_after_binding_the_package_drops_its_lazy_getattr():
     import portlayer as package
 
     assert "__getattr__" not in vars(package)
-    assert package.patch is package.dropin.patches.patch
+    # The drop-in's patching names are the package's own functions, not names bound from the drop-in.
+    assert {"patch", "unpatch", "patched"} <= set(vars(package))
 
 
 def test_activating_the_active_backend_again_keeps_every_bound_function():
@@ -176,3 +177,13 @@ def test_set_deterministic_turns_it_on_by_default_and_off_on_request():
         assert not torch.are_deterministic_algorithms_enabled()
     finally:
         torch.use_deterministic_algorithms(False)
+
+
+def test_a_launcher_can_write_the_visible_devices_variable_on_the_host(monkeypatch):
+    # What callers do with the answer: index the environment. On the host it selects nothing, and no
+    # alias carries it anywhere.
+    from portlayer import environment
+
+    monkeypatch.setenv(portlayer.visible_devices_env(), "0")
+    assert portlayer.device(0) == torch.device("cpu")
+    assert [alias.target for alias in environment.aliases(portlayer.backend())] == []

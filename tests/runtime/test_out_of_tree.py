@@ -40,7 +40,8 @@ def _package(root, dotted: str, text: str = ""):
 
 def _fake_plugin(root, module: str, device: str, collective: str, visible_env: str) -> None:
     """A plugin `module` registering `device` like a real one (the stand-in device of tests/fake_plugins, 8
-    devices); only it (not the stand-in torch_npu) is importable."""
+    devices); only it (not the stand-in torch_npu) is importable. Its tests ask for `stand_in_device`, so
+    that the device is compiled before the plugin's process starts."""
     _package(
         root,
         module,
@@ -66,7 +67,7 @@ dist.Backend.register_backend("hccl", lambda *args, **kwargs: None, devices=["hp
 
 
 @pytest.fixture
-def installed_gcu(tmp_path):
+def installed_gcu(tmp_path, stand_in_device):
     """A directory holding an installed distribution `portlayer-gcu` (its dist-info with the entry point)."""
     info = tmp_path / "portlayer_gcu-0.1.dist-info"
     info.mkdir()
@@ -157,7 +158,7 @@ def test_import_portlayer_scans_no_entry_points_until_a_backend_is_selected(inst
     assert seen == {"before": {"scans": 0, "torch": False}, "after": 1}
 
 
-def test_a_new_in_tree_record_is_selected_through_its_plugin(tmp_path):
+def test_a_new_in_tree_record_is_selected_through_its_plugin(tmp_path, stand_in_device):
     _fake_plugin(tmp_path, "torch_sdaa", "sdaa", "tccl", "SDAA_VISIBLE_DEVICES")
     seen = _run(
         """

@@ -14,6 +14,7 @@ because the real plugins read their variables then.
 
 from __future__ import annotations
 
+import atexit
 import os
 import sys
 import types
@@ -90,6 +91,32 @@ def install(
     torch._register_device_module(vendor.device_type, module)
     collectives.register(collective, vendor.device_type)
     torch.utils.generate_methods_for_privateuse1_backend(for_tensor=True, for_module=True, for_storage=True)
+    atexit.register(_release_the_last_backward, vendor.device_type, count)
+
+
+def _release_the_last_backward(device_type: str, count: int) -> None:
+    """Let each autograd device thread drop the last backward it ran, before the interpreter finalises.
+
+    Without this, a process that exits right after a backward on the device aborts now and then with
+    "terminate called without an active exception" (exit 134). The cause is torch's, not the device's:
+    in recent torch (2.13 here) every `backward()` stashes a `contextvars.Context` in the thread-local state that the
+    backward's GraphTask copies (torch/autograd/graph.py `_engine_run_backward`, pytorch/pytorch#173568).
+    On a device, the backward runs on the device's autograd thread, which can hold the GraphTask's last
+    reference after `backward()` has returned (the race pytorch/pytorch#180700 describes); freeing it
+    there needs the GIL, and once the main thread is finalising, Python ends a thread that asks for the GIL
+    with pthread_exit, whose unwinding through a noexcept destructor calls std::terminate. The cpu runs
+    its backward on the caller's thread and never meets it.
+
+    atexit handlers run before finalisation, and a device thread takes its tasks one at a time, freeing
+    the previous GraphTask before it takes the next: one tiny backward per device, run through the engine
+    directly (no Context stashed, so freeing it needs no GIL), returns only after each thread has let go.
+    """
+    engine = torch.autograd.Variable._execution_engine
+    with torch.enable_grad():
+        for index in range(count):
+            leaf = torch.ones(1, device=torch.device(device_type, index), requires_grad=True)
+            out = leaf * 1
+            engine.run_backward((out,), (torch.ones_like(out),), False, False, (), True, True)
 
 
 def _recording_class(cls: type, name: str, calls: list) -> type:

@@ -3,7 +3,9 @@
 The cache key is the source's hash and the torch build it is compiled against, so `make test` compiles it
 once on a fresh clone (about a minute on two cores) and every later process only loads it. Concurrent
 builders (pytest workers, torchrun ranks) wait on one lock; the library is written atomically.
-Run `python tests/fake_plugins/fake_vendor/build.py` to build it ahead of time.
+Run `python tests/fake_plugins/fake_vendor/build.py` to build it ahead of time. A build that fails (a torch
+whose headers the source does not fit) is reported once and remembered beside the library: every later
+process fails at once with the same message, instead of compiling again (delete the `.failed` file to retry).
 """
 
 from __future__ import annotations
@@ -30,9 +32,11 @@ def _key(torch) -> str:
 def _compile(torch, target: Path) -> None:
     torch_dir = Path(torch.__file__).parent
     include = torch_dir / "include"
+    # torch's headers need C++20 from 2.14 (`requires` clauses in TensorBase.h), C++17 before.
+    release = tuple(int(part) for part in torch.__version__.split("+")[0].split(".")[:2])
     command = [
         os.environ.get("CXX", "g++"),
-        "-std=c++17",
+        "-std=c++20" if release >= (2, 14) else "-std=c++17",
         "-O1",
         "-shared",
         "-fPIC",
@@ -61,15 +65,21 @@ def library() -> Path:
     cache = Path(os.environ.get("FAKE_DEVICE_CACHE", DEFAULT_CACHE))
     cache.mkdir(parents=True, exist_ok=True)
     target = cache / f"fake_device-{_key(torch)}.so"
+    failed = target.with_suffix(".failed")
     if target.exists():
         return target
     with open(cache / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
+        if failed.exists():
+            raise RuntimeError(f"{failed.read_text()}\n(remembered in {failed}; delete it to build again)")
         if not target.exists():
             partial = target.with_suffix(f".{os.getpid()}.partial")
             try:
                 _compile(torch, partial)
                 os.replace(partial, target)
+            except RuntimeError as error:
+                failed.write_text(str(error))
+                raise
             finally:
                 partial.unlink(missing_ok=True)
     return target

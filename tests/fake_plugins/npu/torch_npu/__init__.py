@@ -18,3 +18,8 @@ install(
 def npu_fusion_attention(*args, **kwargs):
     """Imported by transformers whenever torch_npu is installed; the fused kernel exists only on Ascend."""
     raise NotImplementedError("npu_fusion_attention is an Ascend kernel; the stand-in device does not have it")
+
+
+def _autoload():
+    """torch's `torch.backends` entry point (tests/fake_plugins/autoload/npu): importing this module, which
+    `import torch` does to find this function, already registered the device; as torch_npu's own."""
