@@ -31,12 +31,17 @@ from portlayer.migrate.targets import TARGETS, Target, target_named
 
 __all__ = ["TARGETS", "migrate_source", "mentions_cuda", "prefilter", "SourceError", "MigrationResult"]
 
-# Per target, every word a rule that fires for it can fire on (see each rule's TRIGGER). A file that
-# has none comes out byte-identical, so the driver can skip it before parsing.
-_PREFILTERS = {
-    name: Prefilter(reduce(operator.or_, (rule.TRIGGER for rule in RULES if rule.fires_for(target_named(name)))))
-    for name in TARGETS
-}
+
+
+def _prefilter_for(target: Target) -> Prefilter:
+    """The file test: the rules' `file_words` (a file with none comes out byte-identical, so the driver
+    skips it before parsing); the statements of a file that passes are picked by every rule's TRIGGER."""
+    rules = [rule for rule in RULES if rule.fires_for(target)]
+    return Prefilter(reduce(operator.or_, (rule.file_words(target) for rule in rules)),
+                     reduce(operator.or_, (rule.TRIGGER for rule in rules)))
+
+
+_PREFILTERS = {name: _prefilter_for(target_named(name)) for name in TARGETS}
 
 
 def prefilter(target: Target) -> Prefilter:

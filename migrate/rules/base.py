@@ -78,6 +78,13 @@ class Rule(cst.CSTTransformer):
         """False when the rule never changes or reports anything on `target`."""
         return True
 
+    @classmethod
+    def file_words(cls, target: Target) -> Words:
+        """The words that make a file worth reading for this rule on `target` (the engine's file test,
+        `portlayer.migrate.engine.triggers`): TRIGGER, unless the rule matters only in a file that has
+        CUDA code for another rule."""
+        return cls.TRIGGER
+
     def __init__(self, context: FileContext):
         super().__init__()
         self.context = context

@@ -57,6 +57,22 @@ def test_prefilter_ignores_words_that_only_contain_a_trigger():
     assert not mentions_cuda("def example(x: torch.Tensor):\n    return x.clamp(0).double()  # apexes\n")
 
 
+def test_words_common_outside_cuda_code_do_not_send_a_file_through_the_rules():
+    # A quarter of transformers' files say `rank`, and model names say `nvidia/…`: reading each of them
+    # through the rules made the neutral target twice as slow as the vendors' (bench/migrate_tree.py).
+    for source in ["model.to(local_rank)\n", "def f(rank, gpu):\n    return rank\n",
+                   'CHECKPOINT = "nvidia/mit-b0"\n', "# needs grouped_gemm\nx = 1\n"]:
+        assert not mentions_cuda(source, "neutral") and not mentions_cuda(source, "torch"), source
+    for source in ["import nvidia.dali\n", "from grouped_gemm import ops\n", "import os, apex\n",
+                   "try:\n    import triton\nexcept ImportError:\n    pass\n"]:
+        assert mentions_cuda(source), source
+
+
+def test_an_int_index_is_still_converted_in_a_file_with_cuda_code():
+    source = "import torch\ntorch.cuda.set_device(0)\ndef f(model, local_rank: int):\n    return model.to(local_rank)\n"
+    assert "model.to(portlayer.device(local_rank))" in migrate_source(source).code
+
+
 def test_float64_is_looked_for_only_where_it_is_reported():
     for source in ["torch.float64", "x.double()", "torch.double"]:
         assert mentions_cuda(source, "npu") and mentions_cuda(source, "musa"), source
