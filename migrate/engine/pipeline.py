@@ -20,6 +20,7 @@ from portlayer.migrate.annotate import Annotate
 from portlayer.migrate.dataflow import find_data_flow, int_device_diagnostics
 from portlayer.migrate.engine.analysis import analyse
 from portlayer.migrate.engine.imports import ImportPlan
+from portlayer.migrate.engine.quotes import QuotesInsideFStrings
 from portlayer.migrate.engine.snippets import Snippets
 from portlayer.migrate.engine.triggers import Prefilter
 from portlayer.migrate.guards import dispatch_diagnostics, find_guards
@@ -106,6 +107,8 @@ def run_rules(source: str, target: Target, *, annotate: bool = False, every_rule
     diagnostics = sorted(set(diagnostics), key=lambda d: (d.line, d.col, d.code))
     if annotate and diagnostics:
         tree = wrapper.visit(Annotate(diagnostics, snippets.file_line, analysis.lines))
+    if changes:
+        tree = tree.visit(QuotesInsideFStrings())
     code = snippets.splice(tree) if changes or (annotate and diagnostics) else source
     changes.sort(key=lambda c: (c.line, c.col, c.code))
     if changes:
