@@ -79,6 +79,15 @@ def test_float64_is_looked_for_only_where_it_is_reported():
         assert not mentions_cuda(source, "neutral") and not mentions_cuda(source, "torch"), source
 
 
+@pytest.mark.parametrize("target", ["neutral", "torch"])
+def test_float64_is_noted_once_per_file_on_the_targets_that_run_anywhere(target):
+    # Neutral output is meant to run on the npu too, where float64 is emulated or missing.
+    source = "import torch\nx = torch.zeros(2).cuda()\ny = x.double()\nz = torch.ones(2, dtype=torch.float64)\n"
+    (note,) = migrate_source(source, target).diagnostics
+    assert (note.code, note.line, note.severity) == ("PL502", 3, "info")
+    assert all(backend in note.message for backend in ("npu", "musa", "hpu"))
+
+
 def test_result_reports_conversions_with_input_positions():
     result = migrate_source("import torch\n\nx = y.cuda()\n")
     assert result.changed
