@@ -87,7 +87,7 @@ def run_rules(source: str, target: Target, *, annotate: bool = False, every_rule
     context = FileContext(
         ImportPlan(), target, excluded | guards.dispatch_lines, analysis.imports,
         analysis.scopes, snippets.file_line, guards.optional_imports,
-        frozenset(flow.int_names), frozenset(flow.device_string_lines),
+        frozenset(flow.int_names), frozenset(flow.device_string_lines), frozenset(flow.int_lists),
     )
     # Positions are computed again only after a rule has changed the tree.
     wrapper = MetadataWrapper(tree, unsafe_skip_copy=True)

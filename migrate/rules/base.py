@@ -50,6 +50,7 @@ class FileContext:
     # file's lines of `name = "cuda..."` whose name is read only as a device.
     int_names: frozenset[str] = frozenset()
     device_string_lines: frozenset[int] = frozenset()
+    int_lists: frozenset[str] = frozenset()  # names that hold a list of ints (`list(range(…))`)
 
 
 class Rule(cst.CSTTransformer):

@@ -207,3 +207,8 @@ def test_only_torch_cudas_nccl_is_reported_as_nccl_only():
         ("PL410", 1, 1)
     ]
     assert migrate_source("from mylib import nccl\n").diagnostics == ()
+
+
+def test_an_item_of_an_index_list_not_provably_ints_is_reported():
+    source = "import torch\ntorch.cuda.synchronize()\nx = torch.ones(1).to(args.gpus[1])\n"
+    assert [(d.code, d.line, d.col) for d in migrate_source(source).diagnostics] == [("PL412", 3, 22)]
