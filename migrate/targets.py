@@ -57,6 +57,9 @@ class Target:
     # `DistributedDataParallel(device_ids=…)` where the program may run on the cpu, which takes None;
     # None: the target always has its device (the vendors'), and `device_ids` stays as written.
     ddp_device_ids: str | None = None
+    # A module-level name defined once, below the imports, as `device_type`, which the sites then read:
+    # the torch target's expression is too long to repeat at each autocast and comparison.
+    device_type_name: str | None = None
 
     @property
     def is_vendor(self) -> bool:
@@ -155,6 +158,7 @@ _TABLE = {
         question_in=_QUESTION_IN,
         question_tensor=_QUESTION.replace("{value}", "{value}.device.type"),
         ddp_device_ids="{ids} if {torch}.accelerator.is_available() else None",
+        device_type_name="DEVICE_TYPE",
     ),
     **{backend.name: _vendor(backend) for backend in PROBE_ORDER if backend.vendor_api is not None},
 }

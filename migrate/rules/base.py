@@ -208,6 +208,16 @@ class Rule(cst.CSTTransformer):
 
     # -- building code ------------------------------------------------------------------------------
 
+    def device_type(self) -> cst.BaseExpression:
+        """The target's device type: where the target names it (`device_type_name`) and the file binds that
+        name nowhere, the name, defined once below the imports; else the expression itself."""
+        name = self.target.device_type_name
+        if name is None or self.context.module.torch_alias is None or _binds(self.context.scopes, name):
+            return self.expression(self.target.device_type)
+        self.imports.defined[name] = code_of(self.expression(self.target.device_type))
+        return cst.Name(name)
+
+
     def expression(self, template: str, **parts: str | cst.BaseExpression) -> cst.BaseExpression:
         """Parse `template` with `{torch}` and any `{part}` filled in (nodes are rendered to code)."""
         values = {
@@ -263,3 +273,8 @@ class ReferenceRule(Rule):
 
     def leave_Name(self, original_node, updated_node):
         return self.replacements.get(original_node, updated_node)
+
+
+def _binds(scope: Scope, name: str) -> bool:
+    """`name` is bound in `scope` or in a scope inside it."""
+    return name in scope.bound or any(_binds(child, name) for child in scope.children)

@@ -320,7 +320,7 @@ class Devices(StringRoleRule):
         if self.target.is_vendor:
             return self.vendor_literal(node, "cuda", self.target.vendor)
         if text == "cuda":
-            return self.expression(self.target.device_type)
+            return self.device_type()
         if role in (DEVICE, DEVICE_STRING) and (
             re.fullmatch(r"cuda:\d+", text)
             or (text == "cuda:{}" and isinstance(node, cst.FormattedString) and len(node.parts) == 2)

@@ -281,3 +281,36 @@ def test_devices_per_process_from_the_count_give_each_rank_at_least_one(target):
     ran = run_migrated(DDP_DEVICES_PER_PROCESS, target)
     assert (ran["device_ids"], ran["placed"]) == ([1], "cpu")
     assert migrate_source(DDP_DEVICES_PER_PROCESS, target).diagnostics == ()
+
+
+AMP_STEP = '''
+import torch
+from torch import nn
+
+def step(model, x):
+    scaler = torch.cuda.amp.GradScaler(enabled=False)
+    with torch.cuda.amp.autocast(dtype=torch.bfloat16):
+        y = model(x)
+    with torch.autocast(device_type="cuda", dtype=torch.bfloat16):
+        z = model(x)
+    device_type = "cuda" if torch.cuda.is_available() else "cpu"
+    return scaler.is_enabled(), y.dtype, z.dtype, device_type
+
+answers = step(nn.Linear(2, 2), torch.ones(1, 2))
+'''
+
+
+def test_the_torch_target_names_the_device_type_once_below_the_imports():
+    # Four sites in a 10-line function each spelled out the accelerator-or-cpu expression; people read
+    # and keep migrated code, so it is one module-level name, defined once next to the imports.
+    code = migrate_source(AMP_STEP, "torch").code
+    definition = 'DEVICE_TYPE = (torch.accelerator.current_accelerator(check_available=True) or torch.device("cpu")).type'
+    assert code.splitlines()[3] == definition and code.count("current_accelerator(check_available=True)") == 1
+    assert code.count("DEVICE_TYPE") == 5
+    ran = run_migrated(AMP_STEP, "torch")
+    assert ran["answers"] == (False, torch.bfloat16, torch.bfloat16, "cpu")
+
+
+def test_a_file_that_binds_the_name_keeps_the_expression_at_each_site():
+    source = 'import torch\nDEVICE_TYPE = "x"\nwith torch.autocast(device_type="cuda"):\n    pass\n'
+    assert "(torch.accelerator.current_accelerator(check_available=True) or" in migrate_source(source, "torch").code
