@@ -192,8 +192,8 @@ def _indexed(index: int) -> str:
     # "cpu" stays as written; only "cuda" names the accelerator
     ('import torch\nx = torch.zeros(2, device="cpu")\ny = torch.zeros(2, device="cuda")\n',
      'import portlayer\nimport torch\nx = torch.zeros(2, device="cpu")\ny = torch.zeros(2, device=portlayer.device_type())\n',
-         f'import torch\nDEVICE_TYPE = ({_ACCELERATOR}).type\nx = torch.zeros(2, device="cpu")\n'
-         'y = torch.zeros(2, device=DEVICE_TYPE)\n'),
+     f'import torch\nDEVICE_TYPE = ({_ACCELERATOR}).type\nx = torch.zeros(2, device="cpu")\n'
+     'y = torch.zeros(2, device=DEVICE_TYPE)\n'),
     ('import torch\nd = torch.device("cpu")\ne = torch.device("cuda")\n',
      'import portlayer\nimport torch\nd = torch.device("cpu")\ne = portlayer.device()\n',
      f'import torch\nd = torch.device("cpu")\ne = {_ACCELERATOR}\n'),
