@@ -57,6 +57,9 @@ class Target:
     # `DistributedDataParallel(device_ids=…)` where the program may run on the cpu, which takes None;
     # None: the target always has its device (the vendors'), and `device_ids` stays as written.
     ddp_device_ids: str | None = None
+    # A module-level name defined once, below the imports, as `device_type`, which the sites then read:
+    # the torch target's expression is too long to repeat at each autocast and comparison.
+    device_type_name: str | None = None
 
     @property
     def is_vendor(self) -> bool:
@@ -82,19 +85,25 @@ class Target:
             return None if self.name == "torch" else self.amp.replace("{name}", name[len("amp."):])
         if self.name == "torch":
             if name in cuda_api.ACCELERATOR:
-                function = "{torch}.accelerator." + cuda_api.ACCELERATOR[name]
-                if name not in cuda_api.WITHOUT_ACCELERATOR:
-                    return function
-                answer = cuda_api.WITHOUT_ACCELERATOR[name]
-                return f"({function} if {{torch}}.accelerator.is_available() else lambda *args, **kwargs: {answer})"
+                return _answering_without_accelerator(
+                    "{torch}.accelerator." + cuda_api.ACCELERATOR[name], cuda_api.WITHOUT_ACCELERATOR.get(name))
             if name in cuda_api.PORTLAYER or name in cuda_api.DEVICE_MODULE:
-                return self.device_module + "." + name
+                return _answering_without_accelerator(
+                    self.device_module + "." + name, cuda_api.SEEDING_WITHOUT_ACCELERATOR.get(name))
             return None
         if name in cuda_api.PORTLAYER:
             return self.mirrored.format(name=name, torch="{torch}")
         if name in cuda_api.DEVICE_MODULE:
             return self.device_module + "." + name
         return None
+
+
+def _answering_without_accelerator(function: str, answer: str | None) -> str:
+    """`function`, or where torch.cuda's gives `answer` on a host without CUDA, a function that gives it too
+    where the torch target finds no accelerator (torch's own raises there, or torch.cpu lacks it)."""
+    if answer is None:
+        return function
+    return f"({function} if {{torch}}.accelerator.is_available() else lambda *args, **kwargs: {answer})"
 
 
 def _vendor(backend: Backend) -> Target:
@@ -149,6 +158,7 @@ _TABLE = {
         question_in=_QUESTION_IN,
         question_tensor=_QUESTION.replace("{value}", "{value}.device.type"),
         ddp_device_ids="{ids} if {torch}.accelerator.is_available() else None",
+        device_type_name="DEVICE_TYPE",
     ),
     **{backend.name: _vendor(backend) for backend in PROBE_ORDER if backend.vendor_api is not None},
 }

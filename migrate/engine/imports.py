@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import re
+import sys
 from dataclasses import dataclass, field
 
 import libcst as cst
@@ -45,6 +46,8 @@ class ImportPlan:
     # CUDA-only libraries (top-level packages) some of whose calls a rule rewrote: their imports inside
     # functions and blocks go too once nothing there reads their names.
     converted_libraries: set[str] = field(default_factory=set)
+    # Module-level names the rewritten sites read (`DEVICE_TYPE`) -> the expression each is defined as.
+    defined: dict[str, str] = field(default_factory=dict)
 
     def apply(self, code: str) -> tuple[str, list[str]]:
         """`code` (a migrated module) with its imports settled, and the modules whose import was added."""
@@ -64,7 +67,11 @@ class ImportPlan:
             code, tree = removed, parse_python(removed)
         plain = _plain_imports(tree)
         missing = [name for name in sorted(self.added, key=_rank) if name not in plain]
-        return (_insert(code, tree, missing) if missing else code), missing
+        if missing:
+            code = _insert(code, tree, missing)
+        if self.defined:
+            code = _define(code, parse_python(code), self.defined)
+        return code, missing
 
 
 def _rank(name: str) -> tuple[bool, str]:
@@ -327,7 +334,14 @@ def _insert_sorted(code: str, block: list[ast.stmt], modules: list[str]) -> str:
     lines = source_lines(code)
     newline = newline_of(code)
     plain = [s for s in block if isinstance(s, ast.Import)]
+    names = [s.names[0].name.lower() for s in plain]
     at: dict[int, list[str]] = {}
+    if names != sorted(names):
+        # No order to keep: with the third-party imports, after the last one (alphabetically, `portlayer`
+        # would land among the standard library in `import os / import math / import time / import torch`).
+        third_party = [s for s in block if _top_module(s) not in (None, *sys.stdlib_module_names)]
+        at[third_party[-1].end_lineno + 1] = [f"import {module}{newline}" for module in modules]
+        modules = []
     for module in modules:
         after = next((s for s in plain if s.names[0].name.lower() > module.lower()), None)
         if after is not None:
@@ -341,4 +355,22 @@ def _insert_sorted(code: str, block: list[ast.stmt], modules: list[str]) -> str:
         if line - 2 >= 0 and line - 2 < len(lines) and not lines[line - 2].endswith(("\n", "\r")):
             lines[line - 2] += newline
         lines[line - 1:line - 1] = at[line]
+    return "".join(lines)
+
+
+def _define(code: str, tree: ast.Module, defined: dict[str, str]) -> str:
+    """`NAME = expression` lines below the module-level `import torch` and the imports right after it,
+    where a reader looks for what the module sets up."""
+    body = tree.body
+    # The last module-level `import torch[.x] [as y]`: the expressions read the name it binds.
+    position = max(index for index, statement in enumerate(body)
+                   if isinstance(statement, ast.Import) and _top_module(statement) == "torch")
+    while position + 1 < len(body) and isinstance(body[position + 1], (ast.Import, ast.ImportFrom)):
+        position += 1
+    after = body[position].end_lineno
+    lines = source_lines(code)
+    newline = newline_of(code)
+    if after and not lines[after - 1].endswith(("\n", "\r")):
+        lines[after - 1] += newline
+    lines[after:after] = [f"{name} = {expression}{newline}" for name, expression in sorted(defined.items())]
     return "".join(lines)

@@ -21,6 +21,7 @@ from portlayer.migrate.dataflow import find_data_flow, int_device_diagnostics
 from portlayer.migrate.engine.analysis import analyse
 from portlayer.migrate.engine.fallbacks import Fallback, find_fallbacks
 from portlayer.migrate.engine.imports import ImportPlan
+from portlayer.migrate.engine.quotes import QuotesInsideFStrings
 from portlayer.migrate.engine.snippets import Snippets
 from portlayer.migrate.engine.triggers import Prefilter
 from portlayer.migrate.guards import dispatch_diagnostics, find_guards
@@ -33,12 +34,17 @@ from portlayer.migrate.targets import TARGETS, Target, target_named
 
 __all__ = ["TARGETS", "migrate_source", "mentions_cuda", "prefilter", "SourceError", "MigrationResult"]
 
-# Per target, every word a rule that fires for it can fire on (see each rule's TRIGGER). A file that
-# has none comes out byte-identical, so the driver can skip it before parsing.
-_PREFILTERS = {
-    name: Prefilter(reduce(operator.or_, (rule.TRIGGER for rule in RULES if rule.fires_for(target_named(name)))))
-    for name in TARGETS
-}
+
+
+def _prefilter_for(target: Target) -> Prefilter:
+    """The file test: the rules' `file_words` (a file with none comes out byte-identical, so the driver
+    skips it before parsing); the statements of a file that passes are picked by every rule's TRIGGER."""
+    rules = [rule for rule in RULES if rule.fires_for(target)]
+    return Prefilter(reduce(operator.or_, (rule.file_words(target) for rule in rules)),
+                     reduce(operator.or_, (rule.TRIGGER for rule in rules)))
+
+
+_PREFILTERS = {name: _prefilter_for(target_named(name)) for name in TARGETS}
 
 
 def prefilter(target: Target) -> Prefilter:
@@ -77,7 +83,7 @@ def run_rules(source: str, target: Target, *, annotate: bool = False, every_rule
         return MigrationResult(source, (), (), source)
     snippets = Snippets(analysis.lines, analysis.spans)
     tree = _parse(snippets)
-    guards = find_guards(analysis.tree, analysis.lines, CudaOnlyLibraries in rules)
+    guards = find_guards(analysis.tree, analysis.lines, target, CudaOnlyLibraries in rules)
     flow = find_data_flow(analysis.tree, source, IntDeviceIndices in rules)
     excluded = regions.excluded_lines(source)
     fallbacks = find_fallbacks(analysis.tree, FALLBACK_LIBRARIES) if CudaOnlyLibraries in rules else []
@@ -88,6 +94,7 @@ def run_rules(source: str, target: Target, *, annotate: bool = False, every_rule
         frozenset(flow.int_names), frozenset(flow.device_string_lines),
         frozenset(line for f in taken for line in range(f.statement.lineno, f.statement.end_lineno + 1)),
         frozenset(guards.checked_names).union(*(f.bound_names for f in fallbacks)),
+        int_lists=frozenset(flow.int_lists),
     )
     # Positions are computed again only after a rule has changed the tree.
     wrapper = MetadataWrapper(tree, unsafe_skip_copy=True)
@@ -109,6 +116,8 @@ def run_rules(source: str, target: Target, *, annotate: bool = False, every_rule
     diagnostics = sorted(set(diagnostics), key=lambda d: (d.line, d.col, d.code))
     if annotate and diagnostics:
         tree = wrapper.visit(Annotate(diagnostics, snippets.file_line, analysis.lines))
+    if changes:
+        tree = tree.visit(QuotesInsideFStrings())
     code = snippets.splice(tree) if changes or (annotate and diagnostics) else source
     changes.sort(key=lambda c: (c.line, c.col, c.code))
     if changes:

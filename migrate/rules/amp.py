@@ -85,7 +85,7 @@ class Amp(Rule):
     def _type_expression(self) -> cst.BaseExpression:
         if self.target.is_vendor:
             return cst.SimpleString(f'"{self.target.vendor}"')
-        return self.expression(self.target.device_type)
+        return self.device_type()
 
     def _type_arg(self) -> cst.Arg:
         return cst.Arg(self._type_expression())

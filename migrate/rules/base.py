@@ -58,6 +58,7 @@ class FileContext:
     # Names bound by CUDA-only library imports whose every use a rule converted (`library_calls`): the
     # import goes with the rewrite, so it is not reported.
     converted_names: set[str] = field(default_factory=set)
+    int_lists: frozenset[str] = frozenset()  # names that hold a list of ints (`list(range(…))`)
 
 
 class Rule(cst.CSTTransformer):
@@ -85,6 +86,13 @@ class Rule(cst.CSTTransformer):
     def fires_for(cls, target: Target) -> bool:
         """False when the rule never changes or reports anything on `target`."""
         return True
+
+    @classmethod
+    def file_words(cls, target: Target) -> Words:
+        """The words that make a file worth reading for this rule on `target` (the engine's file test,
+        `portlayer.migrate.engine.triggers`): TRIGGER, unless the rule matters only in a file that has
+        CUDA code for another rule."""
+        return cls.TRIGGER
 
     def __init__(self, context: FileContext):
         super().__init__()
@@ -208,6 +216,16 @@ class Rule(cst.CSTTransformer):
 
     # -- building code ------------------------------------------------------------------------------
 
+    def device_type(self) -> cst.BaseExpression:
+        """The target's device type: where the target names it (`device_type_name`) and the file binds that
+        name nowhere, the name, defined once below the imports; else the expression itself."""
+        name = self.target.device_type_name
+        if name is None or self.context.module.torch_alias is None or _binds(self.context.scopes, name):
+            return self.expression(self.target.device_type)
+        self.imports.defined[name] = code_of(self.expression(self.target.device_type))
+        return cst.Name(name)
+
+
     def expression(self, template: str, **parts: str | cst.BaseExpression) -> cst.BaseExpression:
         """Parse `template` with `{torch}` and any `{part}` filled in (nodes are rendered to code)."""
         values = {
@@ -263,3 +281,8 @@ class ReferenceRule(Rule):
 
     def leave_Name(self, original_node, updated_node):
         return self.replacements.get(original_node, updated_node)
+
+
+def _binds(scope: Scope, name: str) -> bool:
+    """`name` is bound in `scope` or in a scope inside it."""
+    return name in scope.bound or any(_binds(child, name) for child in scope.children)

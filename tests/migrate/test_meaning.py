@@ -216,3 +216,101 @@ def test_an_int_gpu_id_and_a_map_location_string_place_on_the_active_backend(tar
     assert trainer.batch(torch.ones(1)).device.type == "cpu"
     assert isinstance(trainer.gpu_id, int)
     assert [c.code for c in migrate_source(DDP_TUTORIAL_SHAPE, target).changes if c.code == "PL101"] == ["PL101"] * 3
+
+
+MINGPT_SET_SEED = '''
+import random
+import numpy as np
+import torch
+def set_seed(seed):
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+    torch.cuda.manual_seed_all(seed)
+    torch.cuda.manual_seed(seed)
+set_seed(3)
+drawn = torch.rand(2)
+'''
+
+
+@pytest.mark.parametrize("target", RUN_TARGETS)
+def test_seeding_every_cuda_device_does_nothing_where_there_is_no_accelerator(target):
+    # minGPT's mingpt/utils.py set_seed: torch.cpu, the torch target's device module here, has no
+    # manual_seed_all; torch.cuda's queues the call until CUDA starts, so without CUDA it does nothing.
+    ran = run_migrated(MINGPT_SET_SEED, target)
+    torch.manual_seed(3)
+    assert torch.equal(ran["drawn"], torch.rand(2))
+
+
+# pytorch/examples distributed/ddp/example.py (the multi-GPU-per-process demo), in one process of a gloo group.
+DDP_DEVICES_PER_PROCESS = '''
+import tempfile
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+def demo_basic(local_world_size, local_rank):
+    n = torch.cuda.device_count() // local_world_size
+    device_ids = list(range(local_rank * n, (local_rank + 1) * n))
+    model = nn.Linear(10, 5).cuda(device_ids[0])
+    ddp_model = DDP(model, device_ids)
+    loss_fn = nn.MSELoss()
+    optimizer = torch.optim.SGD(ddp_model.parameters(), lr=0.001)
+    optimizer.zero_grad()
+    outputs = ddp_model(torch.randn(20, 10))
+    labels = torch.randn(20, 5).to(device_ids[0])
+    loss_fn(outputs, labels).backward()
+    optimizer.step()
+    return device_ids, next(ddp_model.parameters()).device.type
+
+with tempfile.TemporaryDirectory() as folder:  # the file store removes its file when it is done
+    dist.init_process_group("gloo", init_method=f"file://{folder}/store", rank=0, world_size=1)
+    try:
+        device_ids, placed = demo_basic(2, 1)
+    finally:
+        dist.destroy_process_group()
+'''
+
+
+@pytest.mark.parametrize("target", RUN_TARGETS)
+def test_devices_per_process_from_the_count_give_each_rank_at_least_one(target):
+    # The count feeds placement arithmetic: 0 // 2 devices gave rank 1 an empty list, and
+    # `model.cuda(device_ids[0])` an IndexError; the list variable given to DDP and `.to(device_ids[0])`
+    # went unconverted and unreported.
+    ran = run_migrated(DDP_DEVICES_PER_PROCESS, target)
+    assert (ran["device_ids"], ran["placed"]) == ([1], "cpu")
+    assert migrate_source(DDP_DEVICES_PER_PROCESS, target).diagnostics == ()
+
+
+AMP_STEP = '''
+import torch
+from torch import nn
+
+def step(model, x):
+    scaler = torch.cuda.amp.GradScaler(enabled=False)
+    with torch.cuda.amp.autocast(dtype=torch.bfloat16):
+        y = model(x)
+    with torch.autocast(device_type="cuda", dtype=torch.bfloat16):
+        z = model(x)
+    device_type = "cuda" if torch.cuda.is_available() else "cpu"
+    return scaler.is_enabled(), y.dtype, z.dtype, device_type
+
+answers = step(nn.Linear(2, 2), torch.ones(1, 2))
+'''
+
+
+def test_the_torch_target_names_the_device_type_once_below_the_imports():
+    # Four sites in a 10-line function each spelled out the accelerator-or-cpu expression; people read
+    # and keep migrated code, so it is one module-level name, defined once next to the imports.
+    code = migrate_source(AMP_STEP, "torch").code
+    definition = 'DEVICE_TYPE = (torch.accelerator.current_accelerator(check_available=True) or torch.device("cpu")).type'
+    assert code.splitlines()[3] == definition and code.count("current_accelerator(check_available=True)") == 1
+    assert code.count("DEVICE_TYPE") == 5
+    ran = run_migrated(AMP_STEP, "torch")
+    assert ran["answers"] == (False, torch.bfloat16, torch.bfloat16, "cpu")
+
+
+def test_a_file_that_binds_the_name_keeps_the_expression_at_each_site():
+    source = 'import torch\nDEVICE_TYPE = "x"\nwith torch.autocast(device_type="cuda"):\n    pass\n'
+    assert "(torch.accelerator.current_accelerator(check_available=True) or" in migrate_source(source, "torch").code
