@@ -339,7 +339,7 @@ def _insert_sorted(code: str, block: list[ast.stmt], modules: list[str]) -> str:
     if names != sorted(names):
         # No order to keep: with the third-party imports, after the last one (alphabetically, `portlayer`
         # would land among the standard library in `import os / import math / import time / import torch`).
-        third_party = [s for s in block if _top_module(s) not in (None, *sys.stdlib_module_names)]
+        third_party = [s for s in block if top_module(s) not in (None, *sys.stdlib_module_names)]
         at[third_party[-1].end_lineno + 1] = [f"import {module}{newline}" for module in modules]
         modules = []
     for module in modules:
@@ -364,7 +364,7 @@ def _define(code: str, tree: ast.Module, defined: dict[str, str]) -> str:
     body = tree.body
     # The last module-level `import torch[.x] [as y]`: the expressions read the name it binds.
     position = max(index for index, statement in enumerate(body)
-                   if isinstance(statement, ast.Import) and _top_module(statement) == "torch")
+                   if isinstance(statement, ast.Import) and top_module(statement) == "torch")
     while position + 1 < len(body) and isinstance(body[position + 1], (ast.Import, ast.ImportFrom)):
         position += 1
     after = body[position].end_lineno
