@@ -44,6 +44,17 @@ CODES: dict[str, Code] = {
     "PL110": Code("imports", "change", "import added",
                   "`import portlayer`, `import torch` or the vendor plugin (`import torch_npu`), once; reported at "
                   "the first conversion that needed it"),
+    "PL130": Code("attention", "change", "flash-attn call converted to scaled_dot_product_attention",
+                  "`flash_attn_func`, `flash_attn_qkvpacked_func`, `flash_attn_kvpacked_func` and "
+                  "`flash_attn_varlen_func` (one SDPA per packed sequence) to "
+                  "`torch.nn.functional.scaled_dot_product_attention`, layout, bottom-right causal mask, "
+                  "window, GQA and scale kept"),
+    "PL131": Code("attention", "change", "xformers memory_efficient_attention converted to scaled_dot_product_attention",
+                  "no bias or `LowerTriangularMask()` (top-left causal: `is_causal=True`); `p` and `scale` kept"),
+    "PL132": Code("attention", "change", "SDPA kernel choice made portable",
+                  "`torch.backends.cuda.sdp_kernel(...)` / `sdpa_kernel(SDPBackend.FLASH_ATTENTION)` to "
+                  "`torch.nn.attention.sdpa_kernel([..., SDPBackend.MATH])`: the chosen kernels first, and the "
+                  "math kernel every device has"),
     # PL2xx: CUDA-only libraries.
     "PL201": Code("library", "warning", "apex is CUDA-only",
                   "use `torch.amp` (portlayer.autocast/GradScaler), torch's fused optimizers and "
@@ -73,6 +84,14 @@ CODES: dict[str, Code] = {
     "PL212": Code("library", "warning", "package of CUDA kernels",
                   "keep a torch fallback for the target (the model's stock layers), or the vendor's port of "
                   "the package"),
+    "PL230": Code("attention", "warning", "flash-attn call left as is: no exact scaled_dot_product_attention form",
+                  "return_attn_probs, alibi_slopes and softcap have none in SDPA (ALiBi and softcap: a float "
+                  "`attn_mask` you build); otherwise write the argument out (a literal window_size pair) or "
+                  "assign the tensor to a name, and migrate again"),
+    "PL231": Code("attention", "warning", "xformers memory_efficient_attention left as is",
+                  "for `BlockDiagonalMask` (packed sequences) call `torch.nn.functional.scaled_dot_product_attention` "
+                  "once per sequence, or pass a block-diagonal boolean `attn_mask`; a tensor bias is SDPA's float "
+                  "`attn_mask`"),
     # PL3xx: cuDNN and CUDA backend flags.
     "PL301": Code("flags", "warning", "cudnn.deterministic makes only cuDNN deterministic",
                   "use `portlayer.set_deterministic(True)` (neutral) or "

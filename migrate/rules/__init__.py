@@ -1,11 +1,13 @@
 """The rules, in the order the engine runs them. Each is one concern; see its module docstring.
 
 Amp runs before TorchCudaApi (it rewrites the `torch.cuda.amp` calls whose arguments change) and
-LegacyTensorTypes before both (the API rule leaves tensor types to it).
+LegacyTensorTypes before both (the API rule leaves tensor types to it). Attention runs before BackendFlags,
+which would otherwise report the `torch.backends.cuda.sdp_kernel` it rewrites.
 """
 
 from portlayer.migrate.rules.amp import Amp
 from portlayer.migrate.rules.api import TorchCudaApi
+from portlayer.migrate.rules.attention import Attention
 from portlayer.migrate.rules.cuda_only import CudaOnlyNames
 from portlayer.migrate.rules.devices import Devices
 from portlayer.migrate.rules.distributed import CollectiveBackend, DistributedDataParallelDevices
@@ -19,6 +21,7 @@ from portlayer.migrate.rules.tensor_types import LegacyTensorTypes
 RULES = (
     CudaOnlyLibraries,
     CudaExtensions,
+    Attention,
     BackendFlags,
     CudaOnlyNames,
     Float64,

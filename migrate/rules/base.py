@@ -50,6 +50,9 @@ class FileContext:
     # file's lines of `name = "cuda..."` whose name is read only as a device.
     int_names: frozenset[str] = frozenset()
     device_string_lines: frozenset[int] = frozenset()
+    # (line, column, top-level package) of each CUDA-only library import reported: a report is dropped
+    # when the migrated file no longer imports the package (every use of it was converted).
+    library_imports: list[tuple[int, int, str]] = field(default_factory=list)
 
 
 class Rule(cst.CSTTransformer):

@@ -59,6 +59,7 @@ class CudaOnlyLibraries(Rule):
             optional = self.context.optional_imports.get(self.position(node)[0])
             note = f" (optional here: {optional})" if optional else ""
             self.report(code, node, f"{module}: {CODES[code].title}{note}")
+            self.context.library_imports.append((*self.position(node), module.split(".")[0]))
 
     def visit_Arg(self, node: cst.Arg) -> None:
         if (node.keyword is not None and node.keyword.value == "attn_implementation"

@@ -23,6 +23,8 @@ FIRES = {
     "PL210": ("neutral", "import pycuda.driver\n", 1, 8),
     "PL211": ("neutral", "import nvidia_resiliency_ext.fault_tolerance as ft\n", 1, 8),
     "PL212": ("torch", "from mamba_ssm import Mamba\n", 1, 6),
+    "PL230": ("torch", "from flash_attn import flash_attn_func\nx = flash_attn_func(q, k, v, softcap=30.0)\n", 2, 5),
+    "PL231": ("musa", "import xformers.ops as xops\nx = xops.memory_efficient_attention(q, k, v, b)\n", 2, 5),
     "PL301": ("npu", "import torch\ntorch.backends.cudnn.deterministic = True\n", 2, 1),
     "PL302": ("neutral", "import torch\nx = 1; torch.backends.cudnn.benchmark = True\n", 2, 8),
     "PL303": ("torch", "import torch\ntorch.backends.cuda.matmul.allow_tf32 = True\n", 2, 1),
