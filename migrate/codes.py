@@ -44,6 +44,9 @@ CODES: dict[str, Code] = {
     "PL110": Code("imports", "change", "import added",
                   "`import portlayer`, `import torch` or the vendor plugin (`import torch_npu`), once; reported at "
                   "the first conversion that needed it"),
+    "PL120": Code("library", "change", "CUDA-only import removed: the program's own fallback runs",
+                  "`try: import <library> … except ImportError: <fallback>` becomes the fallback, what runs "
+                  "without the library; its calls are left to the program, not rewritten"),
     "PL130": Code("attention", "change", "flash-attn call converted to scaled_dot_product_attention",
                   "`flash_attn_func`, `flash_attn_qkvpacked_func`, `flash_attn_kvpacked_func` and "
                   "`flash_attn_varlen_func` (one SDPA per packed sequence) to "

@@ -18,12 +18,12 @@ import re
 from dataclasses import dataclass, field
 
 from portlayer.migrate.codes import CODES
+from portlayer.migrate.engine.fallbacks import bound_names, catches_import_error
 from portlayer.migrate.model import Diagnostic
 
 # Another accelerator named in a test, also inside identifiers (`is_npu_available`, `torch.npu`, "xpu").
 _OTHER_ACCELERATOR = re.compile(r"(?<![a-z])(npu|musa|mlu|xpu|mps|hpu|mtia|gcu|sdaa|dcu|ipu)(?![a-z])")
 _CUDA = re.compile("cuda|nccl")
-_IMPORT_ERRORS = {"ImportError", "ModuleNotFoundError", "Exception", "BaseException"}
 
 
 @dataclass
@@ -33,6 +33,8 @@ class Guards:
     dispatch_sites: list[tuple[int, int, str]] = field(default_factory=list)
     # line of an import statement -> why it is optional.
     optional_imports: dict[int, str] = field(default_factory=dict)
+    # Names bound by the imports under an `if`: the program's own check decides whether they are used.
+    checked_names: set[str] = field(default_factory=set)
 
 
 def mentions_another_accelerator(source: str) -> bool:
@@ -54,6 +56,7 @@ def find_guards(tree: ast.Module, lines: list[str], libraries: bool) -> Guards:
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             if isinstance(why, ast.If):
                 why = f"imported only if `{_segment(lines, why.test)}`"
+                guards.checked_names.update(bound_names(node))
             if why is not None:
                 guards.optional_imports[node.lineno] = why
             continue
@@ -61,7 +64,7 @@ def find_guards(tree: ast.Module, lines: list[str], libraries: bool) -> Guards:
             continue  # no statement below
         children = [(child, why) for child in ast.iter_child_nodes(node)]
         if isinstance(node, ast.Try) or type(node).__name__ == "TryStar":
-            if any(_catches_import_errors(handler) for handler in node.handlers):
+            if any(catches_import_error(handler) for handler in node.handlers):
                 children = [(child, "imported under try/except ImportError") for child in node.body]
                 children += [(child, why) for part in (node.handlers, node.orelse, node.finalbody)
                              for child in part]
@@ -84,13 +87,6 @@ def _segment(lines: list[str], node: ast.expr) -> str:
     text = "".join(lines[node.lineno - 1 : node.end_lineno]).encode()
     end = len(text) - len(lines[node.end_lineno - 1].encode()) + node.end_col_offset
     return " ".join(text[node.col_offset : end].decode(errors="replace").split())
-
-
-def _catches_import_errors(handler: ast.ExceptHandler) -> bool:
-    if handler.type is None:
-        return True
-    types = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
-    return any((getattr(t, "id", None) or getattr(t, "attr", None)) in _IMPORT_ERRORS for t in types)
 
 
 def _dispatches(node: ast.If, lines: list[str]) -> bool:

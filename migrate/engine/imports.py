@@ -23,6 +23,7 @@ from portlayer.migrate.engine.analysis import (
     parse_python,
     source_lines,
 )
+from portlayer.migrate.engine.fallbacks import alias_binding, take_fallbacks
 from portlayer.migrate.engine.printing import code_of
 
 # An indented `from torch.cuda... import` or `import torch.cuda... as`.
@@ -33,10 +34,17 @@ _NESTED_TORCH_CUDA_IMPORT = re.compile(r"^[ \t]+(?:from|import)[ \t]+torch\.cuda
 class ImportPlan:
     added: set[str] = field(default_factory=set)
     released: set[ImportSpec] = field(default_factory=set)
+    # CUDA-only libraries whose `try: import … except ImportError: <fallback>` gives way to the fallback,
+    # and for each such `try` in the file (in order) whether it does (`engine.fallbacks`).
+    fallback_libraries: frozenset[str] = frozenset()
+    fallbacks_taken: tuple[bool, ...] = ()
 
     def apply(self, code: str) -> tuple[str, list[str]]:
         """`code` (a migrated module) with its imports settled, and the modules whose import was added."""
         tree = parse_python(code)
+        if any(self.fallbacks_taken):
+            code = take_fallbacks(code, tree, self.fallback_libraries, self.fallbacks_taken)
+            tree = parse_python(code)
         if self.released:
             removed = _remove_unused(code, tree, self.released)
             if removed != code:
@@ -127,7 +135,7 @@ def _remove_unused_nested(code: str, tree: ast.Module) -> str:
         statement = body[index]
         # An import binds its names in its function (or class): only reads there can use them.
         used = used_in.setdefault(id(scope), _used_names(scope))
-        kept = [alias for alias in statement.names if _bound(statement, alias) in used]
+        kept = [alias for alias in statement.names if alias_binding(statement, alias) in used]
         if len(kept) == len(statement.names):
             continue
         indent = lines[statement.lineno - 1][: statement.col_offset]
@@ -166,12 +174,6 @@ def _imports_from_torch_cuda(statement: ast.stmt) -> bool:
         return not statement.level and (module == "torch.cuda" or module.startswith("torch.cuda."))
     return isinstance(statement, ast.Import) and all(
         alias.asname and alias.name.startswith("torch.cuda") for alias in statement.names)
-
-
-def _bound(statement: ast.stmt, alias: ast.alias) -> str:
-    if isinstance(statement, ast.Import):
-        return alias.asname or alias.name.split(".")[0]
-    return alias.asname or alias.name
 
 
 def _specs(statements: list[ast.stmt]):

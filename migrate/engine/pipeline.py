@@ -19,6 +19,7 @@ from portlayer.migrate import regions
 from portlayer.migrate.annotate import Annotate
 from portlayer.migrate.dataflow import find_data_flow, int_device_diagnostics
 from portlayer.migrate.engine.analysis import analyse, imported_packages
+from portlayer.migrate.engine.fallbacks import Fallback, find_fallbacks
 from portlayer.migrate.engine.imports import ImportPlan
 from portlayer.migrate.engine.snippets import Snippets
 from portlayer.migrate.engine.triggers import Prefilter
@@ -27,6 +28,7 @@ from portlayer.migrate.model import Change, Diagnostic, MigrationResult, SourceE
 from portlayer.migrate.rules import RULES, CudaOnlyLibraries
 from portlayer.migrate.rules.base import FileContext
 from portlayer.migrate.rules.int_devices import IntDeviceIndices
+from portlayer.migrate.rules.libraries import FALLBACK_LIBRARIES
 from portlayer.migrate.targets import TARGETS, Target, target_named
 
 __all__ = ["TARGETS", "migrate_source", "mentions_cuda", "prefilter", "SourceError", "MigrationResult"]
@@ -78,14 +80,20 @@ def run_rules(source: str, target: Target, *, annotate: bool = False, every_rule
     guards = find_guards(analysis.tree, analysis.lines, CudaOnlyLibraries in rules)
     flow = find_data_flow(analysis.tree, source, IntDeviceIndices in rules)
     excluded = regions.excluded_lines(source)
+    fallbacks = find_fallbacks(analysis.tree, FALLBACK_LIBRARIES) if CudaOnlyLibraries in rules else []
+    taken = [f for f in fallbacks if f.statement.lineno not in excluded | guards.dispatch_lines]
     context = FileContext(
         ImportPlan(), target, excluded | guards.dispatch_lines, analysis.imports,
         analysis.scopes, snippets.file_line, guards.optional_imports,
         frozenset(flow.int_names), frozenset(flow.device_string_lines),
+        frozenset(line for f in taken for line in range(f.statement.lineno, f.statement.end_lineno + 1)),
+        frozenset(guards.checked_names).union(*(f.bound_names for f in fallbacks)),
     )
     # Positions are computed again only after a rule has changed the tree.
     wrapper = MetadataWrapper(tree, unsafe_skip_copy=True)
-    changes: list[Change] = []
+    changes: list[Change] = [_fallback_taken(f) for f in taken]
+    context.imports.fallback_libraries = FALLBACK_LIBRARIES
+    context.imports.fallbacks_taken = tuple(f in taken for f in fallbacks)
     diagnostics: list[Diagnostic] = []
     for rule_class in rules:
         rule = rule_class(context)
@@ -110,6 +118,12 @@ def run_rules(source: str, target: Target, *, annotate: bool = False, every_rule
         changes[1:1] = [Change("PL110", changes[0].line, changes[0].col, f"added `import {module}`")
                         for module in added]
     return MigrationResult(code, tuple(changes), tuple(diagnostics), source)
+
+
+def _fallback_taken(fallback: Fallback) -> Change:
+    statement = fallback.statement
+    return Change("PL120", statement.lineno, statement.col_offset + 1,
+                  f"`try: import {fallback.module}` removed: the program's own fallback (its `except` body) runs")
 
 
 def _without_removed_imports(diagnostics: list[Diagnostic], library_imports, code: str) -> list[Diagnostic]:

@@ -50,6 +50,11 @@ class FileContext:
     # file's lines of `name = "cuda..."` whose name is read only as a device.
     int_names: frozenset[str] = frozenset()
     device_string_lines: frozenset[int] = frozenset()
+    # The lines of each `try: import <CUDA-only library> except ImportError: <fallback>` that gives way to
+    # its fallback (`portlayer.migrate.engine.fallbacks`), and the names whose use the program's own
+    # fallback or check decides (bound there, or by an import under an `if`): no rule rewrites their uses.
+    fallback_lines: frozenset[int] = frozenset()
+    left_to_program: frozenset[str] = frozenset()
     # (line, column, top-level package) of each CUDA-only library import reported: a report is dropped
     # when the migrated file no longer imports the package (every use of it was converted).
     library_imports: list[tuple[int, int, str]] = field(default_factory=list)

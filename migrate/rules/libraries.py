@@ -35,6 +35,9 @@ LIBRARIES = {
     **dict.fromkeys(("mamba_ssm", "causal_conv1d", "selective_scan_cuda", "flashinfer", "deep_gemm",
                      "grouped_gemm", "tensorrt", "torch_tensorrt", "nvidia", "cuda", "cutlass"), "PL212"),
 }
+# Libraries whose `try: import … except ImportError: <fallback>` gives way to the fallback. Not triton:
+# a vendor may ship a Triton backend (triton-ascend), where the program's Triton branch still runs.
+FALLBACK_LIBRARIES = frozenset(LIBRARIES) - {"triton"}
 _EXTENSION = {"torch.utils.cpp_extension.CUDAExtension"}
 _LOAD_INLINE = "torch.utils.cpp_extension.load_inline"
 _LOAD = "torch.utils.cpp_extension.load"
@@ -55,8 +58,9 @@ class CudaOnlyLibraries(Rule):
 
     def _imported(self, node: cst.CSTNode, module: str) -> None:
         code = LIBRARIES.get(module.split(".")[0])
-        if code is not None:
-            optional = self.context.optional_imports.get(self.position(node)[0])
+        line = self.position(node)[0]
+        if code is not None and line not in self.context.fallback_lines:
+            optional = self.context.optional_imports.get(line)
             note = f" (optional here: {optional})" if optional else ""
             self.report(code, node, f"{module}: {CODES[code].title}{note}")
             self.context.library_imports.append((*self.position(node), module.split(".")[0]))

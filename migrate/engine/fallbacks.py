@@ -1,0 +1,138 @@
+"""CUDA-only library imports the program already has a fallback for, and the migration's way of
+taking it: `try: import apex … except ImportError: <fallback>` becomes the fallback.
+
+That is exactly what runs on a machine without the library: the statements of the `try` body before
+the first library import, then the handler's body, then the `finally` body (the `else` body never
+runs). Rewriting the CUDA branch's calls instead would leave the program two branches, one of them
+dead; removing the branch's import keeps the program's own choice of portable code, which its authors
+tested.
+
+A handler that ends by raising is no fallback (the program needs the library; its uses are rewritten
+where a rule can), and neither is one that binds the exception (`except ImportError as e:`), whose body
+reads it. Both are left as they are.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+
+from portlayer.migrate.engine.analysis import source_lines
+
+# What an `except` must catch to catch the ImportError of a missing library.
+_CATCHES_IMPORT_ERROR = {"ImportError", "ModuleNotFoundError", "Exception", "BaseException"}
+
+
+@dataclass(frozen=True)
+class Fallback:
+    statement: ast.Try
+    handler: ast.ExceptHandler
+    kept: tuple[ast.stmt, ...]  # the `try` body's statements before the first library import
+    module: str  # the first library module the `try` body imports
+    alone: bool  # the only statement of its block: something must stand in its place
+
+    @property
+    def bound_names(self) -> set[str]:
+        """The names the `try` body's imports bind (they are unbound, or the fallback's, once taken)."""
+        return {name for s in self.statement.body if isinstance(s, (ast.Import, ast.ImportFrom))
+                for name in bound_names(s)}
+
+
+def top_module(statement: ast.stmt) -> str | None:
+    """The top-level package an import statement imports from (its first name's, for `import a, b`)."""
+    if isinstance(statement, ast.Import):
+        return statement.names[0].name.split(".")[0]
+    if isinstance(statement, ast.ImportFrom) and not statement.level and statement.module:
+        return statement.module.split(".")[0]
+    return None
+
+
+def alias_binding(statement: ast.Import | ast.ImportFrom, alias: ast.alias) -> str:
+    """The name an import's alias binds (`a` for `import a.b`)."""
+    if isinstance(statement, ast.Import):
+        return alias.asname or alias.name.split(".")[0]
+    return alias.asname or alias.name
+
+
+def bound_names(statement: ast.Import | ast.ImportFrom) -> list[str]:
+    return [alias_binding(statement, alias) for alias in statement.names if alias.name != "*"]
+
+
+def find_fallbacks(tree: ast.Module, libraries: Collection[str]) -> list[Fallback]:
+    """Every `try` (at any depth) whose body imports one of `libraries` (top-level package names) and
+    whose ImportError handler is a fallback, in source order."""
+    found: list[Fallback] = []
+    for body in _bodies(tree):
+        for statement in body:
+            if isinstance(statement, ast.Try):
+                fallback = _fallback(statement, libraries, alone=len(body) == 1)
+                if fallback is not None:
+                    found.append(fallback)
+    return sorted(found, key=lambda f: f.statement.lineno)
+
+
+def _bodies(tree: ast.Module):
+    yield tree.body
+    for node in ast.walk(tree):
+        for name in ("body", "orelse", "finalbody"):
+            body = getattr(node, name, None)
+            if node is not tree and isinstance(body, list) and body and isinstance(body[0], ast.stmt):
+                yield body
+        if isinstance(node, ast.ExceptHandler) or type(node).__name__ == "match_case":
+            yield node.body
+
+
+def _fallback(statement: ast.Try, libraries: Collection[str], alone: bool) -> Fallback | None:
+    first = next((i for i, s in enumerate(statement.body) if top_module(s) in libraries), None)
+    handler = next((h for h in statement.handlers if catches_import_error(h)), None)
+    if first is None or handler is None or handler.name is not None or isinstance(handler.body[-1], ast.Raise):
+        return None
+    return Fallback(statement, handler, tuple(statement.body[:first]), top_module(statement.body[first]), alone)
+
+
+def catches_import_error(handler: ast.ExceptHandler) -> bool:
+    if handler.type is None:
+        return True
+    types = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
+    return any((getattr(t, "id", None) or getattr(t, "attr", None)) in _CATCHES_IMPORT_ERROR for t in types)
+
+
+def take_fallbacks(code: str, tree: ast.Module, libraries: Collection[str], taken: Sequence[bool]) -> str:
+    """`code` with the `try` statement of each fallback replaced by what runs without the library, where
+    `taken` (one flag per fallback, in source order) says so: the user may have excluded some."""
+    lines = source_lines(code)
+    fallbacks = find_fallbacks(tree, libraries)
+    for fallback in reversed([f for f, take in zip(fallbacks, taken, strict=True) if take]):
+        statement = fallback.statement
+        indent = lines[statement.lineno - 1][: statement.col_offset]
+        parts = [fallback.kept, fallback.handler.body, statement.finalbody]
+        text = "".join(_block(lines, list(part), indent) for part in parts if part and not _only_pass(part))
+        if not text and fallback.alone:
+            text = f"{indent}pass{_ending(lines[statement.lineno - 1])}"
+        lines[statement.lineno - 1 : statement.end_lineno] = [text]
+    return "".join(lines)
+
+
+def _only_pass(statements) -> bool:
+    return all(isinstance(s, ast.Pass) for s in statements)
+
+
+def _ending(line: str) -> str:
+    return line[len(line.rstrip("\r\n")):] or "\n"
+
+
+def _block(lines: list[str], statements: list[ast.stmt], indent: str) -> str:
+    """The source of `statements` (one suite), moved to `indent`."""
+    first, last = statements[0], statements[-1]
+    head = lines[first.lineno - 1]
+    if head[: first.col_offset].strip():  # `except ImportError: x = None` on one line
+        text = head.encode()[first.col_offset:].decode() + "".join(lines[first.lineno : last.end_lineno])
+        return indent + text.lstrip() + ("" if text.endswith(("\n", "\r")) else _ending(head))
+    own = head[: len(head) - len(head.lstrip())]
+    moved = []
+    for line in lines[first.lineno - 1 : last.end_lineno]:
+        moved.append(indent + line[len(own):] if line.startswith(own) else line)
+    if not moved[-1].endswith(("\n", "\r")):
+        moved[-1] += _ending(head)
+    return "".join(moved)
