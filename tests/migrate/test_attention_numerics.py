@@ -140,8 +140,8 @@ def test_packed_forms_and_layout(target):
     (qkv,) = inputs((2, 5, 3, 4, 8))
     for causal in (False, True):
         check_forward_and_backward(
-            lambda qkv: namespace["self_attend"](qkv, causal),
-            lambda qkv: flash_reference(*qkv.unbind(2), causal=causal).flatten(2), [qkv])
+            lambda qkv, causal=causal: namespace["self_attend"](qkv, causal),
+            lambda qkv, causal=causal: flash_reference(*qkv.unbind(2), causal=causal).flatten(2), [qkv])
     q, kv = inputs((2, 3, 4, 8), (2, 6, 2, 2, 8))
     check_forward_and_backward(namespace["cross_attend"],
                                lambda q, kv: flash_reference(q, *kv.unbind(2), causal=True), [q, kv])
