@@ -63,16 +63,21 @@ CODES: dict[str, Code] = {
                   "use `torch.amp` (portlayer.autocast/GradScaler), torch's fused optimizers and "
                   "DistributedDataParallel"),
     "PL202": Code("library", "warning", "flash_attn is CUDA-only",
-                  "use `torch.nn.functional.scaled_dot_product_attention` (attn_implementation=\"sdpa\"), "
-                  "or the vendor's fused attention"),
+                  "its calls are rewritten to `torch.nn.functional.scaled_dot_product_attention` where exact "
+                  "(PL130); for the rest use SDPA (attn_implementation=\"sdpa\") or the vendor's fused attention"),
     "PL203": Code("library", "warning", "xformers is CUDA-only",
-                  "use `torch.nn.functional.scaled_dot_product_attention`"),
+                  "`memory_efficient_attention` is rewritten to `torch.nn.functional.scaled_dot_product_attention` "
+                  "where exact (PL131); use SDPA for the rest"),
     "PL204": Code("library", "warning", "bitsandbytes is CUDA-only",
                   "use torch optimizers, or the vendor's quantisation support"),
     "PL205": Code("library", "warning", "triton kernels need a Triton backend for the target",
-                  "check the vendor ships a Triton backend, or keep a torch fallback"),
+                  "keep the kernel's torch version (the eager ops it fuses; `torch.compile` fuses them again where "
+                  "the backend has a compiler), or use the vendor's Triton backend where one exists "
+                  "(triton-ascend for Ascend NPUs)"),
     "PL206": Code("library", "warning", "transformer_engine is CUDA-only",
-                  "use torch.nn layers with `portlayer.autocast`"),
+                  "te.Linear -> torch.nn.Linear, te.LayerNorm -> torch.nn.LayerNorm, te.RMSNorm -> torch.nn.RMSNorm, "
+                  "te.DotProductAttention -> torch.nn.functional.scaled_dot_product_attention, te.fp8_autocast -> "
+                  "`portlayer.autocast` with bfloat16 (FP8 recipes have no portable form)"),
     "PL207": Code("library", "warning", "liger_kernel is CUDA-only (Triton kernels)",
                   "use the model's stock torch layers"),
     "PL208": Code("library", "warning", "cupy is CUDA-only",
