@@ -47,6 +47,25 @@ CODES: dict[str, Code] = {
     "PL120": Code("library", "change", "CUDA-only import removed: the program's own fallback runs",
                   "`try: import <library> … except ImportError: <fallback>` becomes the fallback, what runs "
                   "without the library; its calls are left to the program, not rewritten"),
+    "PL121": Code("library", "change", "apex optimizer converted to torch.optim",
+                  "`FusedAdam` to `torch.optim.AdamW` (adam_w_mode=False: `Adam`) with apex's weight_decay=0.0, "
+                  "`FusedSGD` to `torch.optim.SGD`"),
+    "PL122": Code("library", "change", "fused norm converted to torch.nn",
+                  "apex `FusedLayerNorm`/`MixedFusedLayerNorm` to `nn.LayerNorm`, `FusedRMSNorm`/`LigerRMSNorm` "
+                  "to `nn.RMSNorm` with the library's eps"),
+    "PL123": Code("library", "change", "apex.parallel converted to torch",
+                  "`apex.parallel.DistributedDataParallel` to torch's, `convert_syncbn_model` to "
+                  "`nn.SyncBatchNorm.convert_sync_batchnorm`"),
+    "PL124": Code("library", "change", "amp_C.multi_tensor_l2norm converted",
+                  "`multi_tensor_applier(amp_C.multi_tensor_l2norm, buf, [ts], per_tensor)` to "
+                  "`torch.nn.utils.get_total_norm(ts)` (and `torch._foreach_norm(ts)` per tensor)"),
+    "PL125": Code("library", "change", "bitsandbytes optimizer converted to torch.optim",
+                  "`bnb.optim.AdamW*`/`Adam*` to `torch.optim.AdamW`/`Adam`"),
+    "PL126": Code("library", "change", "liger loss converted to torch",
+                  "`LigerCrossEntropyLoss` to `nn.CrossEntropyLoss`; `LigerFusedLinearCrossEntropyLoss` to "
+                  "`F.cross_entropy(F.linear(...))` with its call signature"),
+    "PL127": Code("library", "change", "liger kernel patch dropped",
+                  "`apply_liger_kernel_to_*(...)` as a statement: the model keeps its stock torch layers"),
     "PL130": Code("attention", "change", "flash-attn call converted to scaled_dot_product_attention",
                   "`flash_attn_func`, `flash_attn_qkvpacked_func`, `flash_attn_kvpacked_func` and "
                   "`flash_attn_varlen_func` (one SDPA per packed sequence) to "
@@ -92,6 +111,30 @@ CODES: dict[str, Code] = {
     "PL212": Code("library", "warning", "package of CUDA kernels",
                   "keep a torch fallback for the target (the model's stock layers), or the vendor's port of "
                   "the package"),
+    "PL213": Code("library", "warning", "apex call has no exact torch equivalent: left as is",
+                  "FusedLAMB/NovoGrad: keep apex on CUDA or choose a torch optimizer knowingly (the update "
+                  "differs); a flag torch lacks (bias_correction=False, wd_after_momentum, gradient_average=False"
+                  "): drop it or keep apex"),
+    "PL214": Code("library", "info", "zero_grad() frees grads where apex zeroed them",
+                  "call `optimizer.zero_grad(set_to_none=False)` where the program reads `.grad` after it"),
+    "PL215": Code("library", "warning", "apex.amp has no one-call torch equivalent",
+                  "O1: run the forward under `torch.autocast(device_type, dtype=torch.float16)` and "
+                  "`scaler = torch.amp.GradScaler(device_type)`; `scaler.scale(loss).backward()`, "
+                  "`scaler.step(optimizer)`, `scaler.update()`. O2 (fp16 model, fp32 master weights): keep the "
+                  "model in fp32 and use autocast, which gives the same fp32 master weights"),
+    "PL216": Code("library", "warning", "optimizer state no longer 8-bit: it grows about 4x",
+                  "budget 8 bytes per parameter for Adam's moments (was about 2), or keep bitsandbytes where it "
+                  "has a backend for the target"),
+    "PL217": Code("library", "info", "liger kernel patch skipped: no Triton backend is assumed for the target",
+                  "the model runs its stock torch layers; re-add the patch where the target ships Triton"),
+    "PL218": Code("library", "info", "mixed-dtype norm: torch needs input and parameters of one dtype",
+                  "run it under autocast, or cast the input to the parameters' dtype"),
+    "PL219": Code("library", "warning", "library call has no exact torch equivalent: left as is",
+                  "the message names the argument; drop it knowingly or keep the library"),
+    "PL220": Code("library", "warning", "amp_C overflow buffer no longer written",
+                  "where the program reads the buffer, test `torch.isfinite(norm)` instead"),
+    "PL221": Code("library", "info", "fused linear cross-entropy now materialises the logits",
+                  "more memory for a large vocabulary; chunk the sequence if it does not fit"),
     "PL230": Code("attention", "warning", "flash-attn call left as is: no exact scaled_dot_product_attention form",
                   "return_attn_probs, alibi_slopes and softcap have none in SDPA (ALiBi and softcap: a float "
                   "`attn_mask` you build); otherwise write the argument out (a literal window_size pair) or "

@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass, field
 
 from portlayer.migrate.codes import CODES
-from portlayer.migrate.engine.fallbacks import bound_names, catches_import_error
+from portlayer.migrate.import_statements import bound_names, catches_import_error
 from portlayer.migrate.model import Diagnostic
 
 # Another accelerator named in a test, also inside identifiers (`is_npu_available`, `torch.npu`, "xpu").

@@ -450,13 +450,3 @@ def _disjoint(spans: list[Span]) -> list[Span]:
         kept.append((first, last))
     return kept
 
-
-def imported_packages(source: str) -> set[str]:
-    """The top-level packages `source` imports anywhere (absolute imports only)."""
-    packages = set()
-    for node in ast.walk(parse_python(source)):
-        if isinstance(node, ast.Import):
-            packages.update(alias.name.split(".")[0] for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
-            packages.add(node.module.split(".")[0])
-    return packages

@@ -19,9 +19,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from portlayer.migrate.engine.analysis import source_lines
-
-# What an `except` must catch to catch the ImportError of a missing library.
-_CATCHES_IMPORT_ERROR = {"ImportError", "ModuleNotFoundError", "Exception", "BaseException"}
+from portlayer.migrate.import_statements import bound_names, catches_import_error, top_module
 
 
 @dataclass(frozen=True)
@@ -37,26 +35,6 @@ class Fallback:
         """The names the `try` body's imports bind (they are unbound, or the fallback's, once taken)."""
         return {name for s in self.statement.body if isinstance(s, (ast.Import, ast.ImportFrom))
                 for name in bound_names(s)}
-
-
-def top_module(statement: ast.stmt) -> str | None:
-    """The top-level package an import statement imports from (its first name's, for `import a, b`)."""
-    if isinstance(statement, ast.Import):
-        return statement.names[0].name.split(".")[0]
-    if isinstance(statement, ast.ImportFrom) and not statement.level and statement.module:
-        return statement.module.split(".")[0]
-    return None
-
-
-def alias_binding(statement: ast.Import | ast.ImportFrom, alias: ast.alias) -> str:
-    """The name an import's alias binds (`a` for `import a.b`)."""
-    if isinstance(statement, ast.Import):
-        return alias.asname or alias.name.split(".")[0]
-    return alias.asname or alias.name
-
-
-def bound_names(statement: ast.Import | ast.ImportFrom) -> list[str]:
-    return [alias_binding(statement, alias) for alias in statement.names if alias.name != "*"]
 
 
 def find_fallbacks(tree: ast.Module, libraries: Collection[str]) -> list[Fallback]:
@@ -89,13 +67,6 @@ def _fallback(statement: ast.Try, libraries: Collection[str], alone: bool) -> Fa
     if first is None or handler is None or handler.name is not None or isinstance(handler.body[-1], ast.Raise):
         return None
     return Fallback(statement, handler, tuple(statement.body[:first]), top_module(statement.body[first]), alone)
-
-
-def catches_import_error(handler: ast.ExceptHandler) -> bool:
-    if handler.type is None:
-        return True
-    types = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
-    return any((getattr(t, "id", None) or getattr(t, "attr", None)) in _CATCHES_IMPORT_ERROR for t in types)
 
 
 def take_fallbacks(code: str, tree: ast.Module, libraries: Collection[str], taken: Sequence[bool]) -> str:

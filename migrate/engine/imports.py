@@ -23,9 +23,13 @@ from portlayer.migrate.engine.analysis import (
     parse_python,
     source_lines,
 )
-from portlayer.migrate.engine.fallbacks import alias_binding, take_fallbacks
+from portlayer.migrate.engine.fallbacks import take_fallbacks
 from portlayer.migrate.engine.printing import code_of
+from portlayer.migrate.import_statements import alias_binding, top_module
 
+# What a rule leaves for a statement it drops (`pass  # portlayer: dropped`): removed here, or a plain
+# `pass` where the block would otherwise be empty.
+DROPPED = "# portlayer: dropped"
 # An indented `from torch.cuda... import` or `import torch.cuda... as`.
 _NESTED_TORCH_CUDA_IMPORT = re.compile(r"^[ \t]+(?:from|import)[ \t]+torch\.cuda", re.MULTILINE)
 
@@ -38,6 +42,9 @@ class ImportPlan:
     # and for each such `try` in the file (in order) whether it does (`engine.fallbacks`).
     fallback_libraries: frozenset[str] = frozenset()
     fallbacks_taken: tuple[bool, ...] = ()
+    # CUDA-only libraries (top-level packages) some of whose calls a rule rewrote: their imports inside
+    # functions and blocks go too once nothing there reads their names.
+    converted_libraries: set[str] = field(default_factory=set)
 
     def apply(self, code: str) -> tuple[str, list[str]]:
         """`code` (a migrated module) with its imports settled, and the modules whose import was added."""
@@ -49,7 +56,10 @@ class ImportPlan:
             removed = _remove_unused(code, tree, self.released)
             if removed != code:
                 code, tree = removed, parse_python(removed)
-        removed = _remove_unused_nested(code, tree)
+        if DROPPED in code:
+            code = _drop_marked(code, tree)
+            tree = parse_python(code)
+        removed = _remove_unused_nested(code, tree, self.converted_libraries)
         if removed != code:
             code, tree = removed, parse_python(removed)
         plain = _plain_imports(tree)
@@ -116,14 +126,16 @@ def _remove_unused(code: str, tree: ast.Module, released: set[ImportSpec]) -> st
     return "".join(lines)
 
 
-def _remove_unused_nested(code: str, tree: ast.Module) -> str:
-    """Imports from torch.cuda inside functions, classes and blocks (detectron2's function-level
-    `from torch.cuda.amp import GradScaler`) whose names nothing reads any more after the rewrite: the
-    names go, the statement too when none is left (`pass` where the block would be empty)."""
-    if _NESTED_TORCH_CUDA_IMPORT.search(code) is None:
+def _remove_unused_nested(code: str, tree: ast.Module, libraries: set[str]) -> str:
+    """Imports from torch.cuda (or from one of `libraries`) inside functions, classes and blocks
+    (detectron2's function-level `from torch.cuda.amp import GradScaler`) whose names nothing reads any
+    more after the rewrite: the names go, the statement too when none is left (`pass` where the block
+    would be empty)."""
+    if not libraries and _NESTED_TORCH_CUDA_IMPORT.search(code) is None:
         return code  # the common case, told without walking the tree
     candidates = [(scope, body, index) for scope, body in _nested_bodies(tree) for index, statement in enumerate(body)
-                  if _imports_from_torch_cuda(statement) and line_group(body, index) == (index, index)]
+                  if (_imports_from_torch_cuda(statement) or top_module(statement) in libraries)
+                  and line_group(body, index) == (index, index)]
     if not candidates:
         return code
     used_in: dict[int, set[str]] = {}
@@ -150,6 +162,23 @@ def _remove_unused_nested(code: str, tree: ast.Module) -> str:
         edits.append((statement.lineno, body[index].end_lineno, text))
     for start, end, text in sorted(edits, reverse=True):
         lines[start - 1 : end] = [text]
+    return "".join(lines)
+
+
+def _drop_marked(code: str, tree: ast.Module) -> str:
+    lines = source_lines(code)
+    edits: dict[int, str] = {}
+    for body in [tree.body, *(body for _, body in _nested_bodies(tree))]:
+        marked = [s for s in body if isinstance(s, ast.Pass) and lines[s.lineno - 1].rstrip().endswith(DROPPED)]
+        for index, statement in enumerate(marked):
+            number = statement.lineno
+            line = lines[number - 1]
+            keep = body is not tree.body and len(marked) == len(body) and index == 0
+            edits[number] = line[: statement.col_offset] + "pass" + newline_of(line) if keep else ""
+            if not keep and 1 < number < len(lines) and not lines[number - 2].strip() and not lines[number].strip():
+                edits[number - 1] = ""  # one blank line, not two, where the statement stood between them
+    for number, text in edits.items():
+        lines[number - 1] = text
     return "".join(lines)
 
 
@@ -212,7 +241,9 @@ class _RemoveUnused(cst.CSTTransformer):
             return cst.RemoveFromParent()
         if len(names) == len(node.names):
             return node
-        names[-1] = names[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+        # The last name keeps the comma (and line break) the original last one had, in parentheses.
+        last_comma = node.names[-1].comma if node.rpar is not None and isinstance(node, cst.ImportFrom) else None
+        names[-1] = names[-1].with_changes(comma=last_comma or cst.MaybeSentinel.DEFAULT)
         changes = {"names": names}
         if isinstance(node, cst.ImportFrom) and node.rpar is not None and len(names) == 1:
             changes.update(lpar=None, rpar=None)
@@ -274,14 +305,6 @@ def _is_docstring(group: list[ast.stmt]) -> bool:
     )
 
 
-def _top_module(statement: ast.stmt) -> str | None:
-    if isinstance(statement, ast.Import):
-        return statement.names[0].name.split(".")[0]
-    if isinstance(statement, ast.ImportFrom) and not statement.level and statement.module:
-        return statement.module.split(".")[0]
-    return None
-
-
 def _torch_block(groups: list[list[ast.stmt]]) -> list[ast.stmt] | None:
     """The run of import statements, one a line with nothing between them, that has a torch import."""
     blocks: list[list[ast.stmt]] = []
@@ -295,7 +318,7 @@ def _torch_block(groups: list[list[ast.stmt]]) -> list[ast.stmt] | None:
             blocks[-1].append(statement)
         else:
             blocks.append([statement])
-    return next((block for block in blocks if any(_top_module(s) == "torch" for s in block)), None)
+    return next((block for block in blocks if any(top_module(s) == "torch" for s in block)), None)
 
 
 def _insert_sorted(code: str, block: list[ast.stmt], modules: list[str]) -> str:

@@ -18,7 +18,7 @@ from libcst.metadata import MetadataWrapper
 from portlayer.migrate import regions
 from portlayer.migrate.annotate import Annotate
 from portlayer.migrate.dataflow import find_data_flow, int_device_diagnostics
-from portlayer.migrate.engine.analysis import analyse, imported_packages
+from portlayer.migrate.engine.analysis import analyse
 from portlayer.migrate.engine.fallbacks import Fallback, find_fallbacks
 from portlayer.migrate.engine.imports import ImportPlan
 from portlayer.migrate.engine.snippets import Snippets
@@ -113,7 +113,6 @@ def run_rules(source: str, target: Target, *, annotate: bool = False, every_rule
     changes.sort(key=lambda c: (c.line, c.col, c.code))
     if changes:
         code, added = context.imports.apply(code)
-        diagnostics = _without_removed_imports(diagnostics, context.library_imports, code)
         # An added import is reported at the first conversion that needed it.
         changes[1:1] = [Change("PL110", changes[0].line, changes[0].col, f"added `import {module}`")
                         for module in added]
@@ -124,16 +123,6 @@ def _fallback_taken(fallback: Fallback) -> Change:
     statement = fallback.statement
     return Change("PL120", statement.lineno, statement.col_offset + 1,
                   f"`try: import {fallback.module}` removed: the program's own fallback (its `except` body) runs")
-
-
-def _without_removed_imports(diagnostics: list[Diagnostic], library_imports, code: str) -> list[Diagnostic]:
-    """The diagnostics less the reports of library imports that the migrated `code` no longer has (the
-    rules converted every use of the library and the import went with them)."""
-    if not library_imports:
-        return diagnostics
-    remaining = imported_packages(code)
-    removed = {(line, col) for line, col, package in library_imports if package not in remaining}
-    return [d for d in diagnostics if (d.line, d.col) not in removed or not d.code.startswith("PL2")]
 
 
 def _parse(snippets: Snippets) -> cst.Module:

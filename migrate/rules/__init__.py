@@ -1,13 +1,16 @@
 """The rules, in the order the engine runs them. Each is one concern; see its module docstring.
 
-Amp runs before TorchCudaApi (it rewrites the `torch.cuda.amp` calls whose arguments change) and
-LegacyTensorTypes before both (the API rule leaves tensor types to it). Attention runs before BackendFlags,
-which would otherwise report the `torch.backends.cuda.sdp_kernel` it rewrites.
+The library rows (Apex, BitsAndBytes, Liger, Attention) run before CudaOnlyLibraries, which does not report an
+import whose every use they converted; Attention also before BackendFlags, which would otherwise report the
+`torch.backends.cuda.sdp_kernel` it rewrites. Amp runs before TorchCudaApi (it rewrites the `torch.cuda.amp`
+calls whose arguments change) and LegacyTensorTypes before both (the API rule leaves tensor types to it).
 """
 
 from portlayer.migrate.rules.amp import Amp
+from portlayer.migrate.rules.apex import Apex
 from portlayer.migrate.rules.api import TorchCudaApi
 from portlayer.migrate.rules.attention import Attention
+from portlayer.migrate.rules.bitsandbytes import BitsAndBytes
 from portlayer.migrate.rules.cuda_only import CudaOnlyNames
 from portlayer.migrate.rules.devices import Devices
 from portlayer.migrate.rules.distributed import CollectiveBackend, DistributedDataParallelDevices
@@ -16,12 +19,16 @@ from portlayer.migrate.rules.environment import EnvironmentVariables
 from portlayer.migrate.rules.flags import BackendFlags
 from portlayer.migrate.rules.int_devices import IntDeviceIndices
 from portlayer.migrate.rules.libraries import CudaExtensions, CudaOnlyLibraries
+from portlayer.migrate.rules.liger import Liger
 from portlayer.migrate.rules.tensor_types import LegacyTensorTypes
 
 RULES = (
+    Apex,
+    BitsAndBytes,
+    Liger,
+    Attention,
     CudaOnlyLibraries,
     CudaExtensions,
-    Attention,
     BackendFlags,
     CudaOnlyNames,
     Float64,

@@ -35,10 +35,17 @@ from __future__ import annotations
 import libcst as cst
 from portlayer.migrate.engine.printing import code_of
 from portlayer.migrate.engine.triggers import Words
-from portlayer.migrate.rules.base import Rule
+from portlayer.migrate.rules.library_calls import (
+    UNREAD,
+    Arguments,
+    LibraryCalls,
+    Portable,
+    Refused,
+    Row,
+    differs,
+)
 
-_FLASH_MODULES = ("flash_attn", "flash_attn.flash_attn_interface")
-# Each function's parameters in order (flash-attn 2.x; 2.6 added softcap), keyword-only ones excluded.
+# Each function's parameters in order (flash-attn 2.x; 2.6 added softcap).
 _FLASH = {
     "flash_attn_func": ("q", "k", "v", "dropout_p", "softmax_scale", "causal", "window_size", "softcap",
                         "alibi_slopes", "deterministic", "return_attn_probs"),
@@ -50,16 +57,13 @@ _FLASH = {
                                "dropout_p", "softmax_scale", "causal", "window_size", "softcap", "alibi_slopes",
                                "deterministic", "return_attn_probs", "block_table"),
 }
-_FLASH_NAMES = {f"{module}.{name}": name for module in _FLASH_MODULES for name in _FLASH}
 # Arguments whose only exact value is their default: anything else keeps the call.
-_DEFAULT_ONLY = {"softcap": ("0", "0.0"), "alibi_slopes": ("None",), "return_attn_probs": ("False",),
-                 "block_table": ("None",)}
-_XFORMERS = {"xformers.ops.memory_efficient_attention", "xformers.ops.fmha.memory_efficient_attention"}
-_XFORMERS_PARAMETERS = ("query", "key", "value", "attn_bias", "p", "scale")
+_DEFAULT_ONLY = {"softcap": 0.0, "alibi_slopes": None, "return_attn_probs": False, "block_table": None}
+_XFORMERS_PARAMETERS = ("query", "key", "value", "attn_bias", "p", "scale", "op", "output_dtype")
 _LOWER_TRIANGULAR = {"xformers.ops.LowerTriangularMask", "xformers.ops.fmha.LowerTriangularMask",
                      "xformers.ops.fmha.attn_bias.LowerTriangularMask"}
 _SDP_KERNEL = "torch.backends.cuda.sdp_kernel"
-_SDPA_KERNEL = {"torch.nn.attention.sdpa_kernel"}
+_SDPA_KERNEL = "torch.nn.attention.sdpa_kernel"
 _SDP_BACKEND = "torch.nn.attention.SDPBackend."
 # sdp_kernel's switches (all default True) in its signature's order, and the SDPBackend each enables in
 # torch's priority order.
@@ -69,236 +73,188 @@ _SWITCHES = (("enable_flash", "FLASH_ATTENTION"), ("enable_mem_efficient", "EFFI
 
 
 class Unsupported(Exception):
-    """The call has an argument with no exact SDPA form: the message says which."""
+    """An argument with no exact SDPA form: the message says which."""
 
 
-class Attention(Rule):
+def _flash(function: str):
+    def convert(args: Arguments) -> Portable | Refused:
+        try:
+            return _flash_portable(function, args)
+        except Unsupported as reason:
+            return Refused(str(reason))
+    return convert
+
+
+def _flash_portable(function: str, args: Arguments) -> Portable:
+    unsupported = differs(args, **_DEFAULT_ONLY)
+    if unsupported:
+        raise Unsupported(f"{unsupported} has no SDPA equivalent")
+    left, right = _window(args)
+    causal = args.nodes.get("causal")
+    causal_flag = args.value("causal", None) if causal is not None else None
+    if causal_flag is False:
+        causal = None
+    if causal is not None and causal_flag is UNREAD and (left, right) != (-1, -1):
+        raise Unsupported("a sliding window with a `causal` decided at run time")
+    if causal is not None:
+        right = 0  # flash-attn: causal is a window with no keys to the right
+    options = _options(args, "dropout_p", "softmax_scale")
+    message = "torch.nn.functional.scaled_dot_product_attention(...)"
+    if function == "flash_attn_varlen_func":
+        return Portable(_varlen(args, causal, left, right, options), (), "one " + message + " per sequence",
+                        whole=True)
+    if function == "flash_attn_qkvpacked_func":
+        inputs = f"*{_atom(args.nodes['qkv'])}.transpose(1, 3).unbind(2)"
+        queries = keys = args.nodes["qkv"]
+        square = True
+    else:
+        queries = args.nodes["q"]
+        if function == "flash_attn_kvpacked_func":
+            keys = args.nodes["kv"]
+            inputs = f"{_atom(queries)}.transpose(1, 2), *{_atom(keys)}.transpose(1, 3).unbind(2)"
+        else:
+            keys = args.nodes["k"]
+            inputs = ", ".join(f"{_atom(args.nodes[x])}.transpose(1, 2)" for x in ("q", "k", "v"))
+        square = False
+        options.append("enable_gqa=True")
+    mask = _mask(causal, left, right, "{q}.size(1)", "{k}.size(1)", "{q}.device", square, options)
+    if mask:  # the mask reads the inputs' shapes: they must be safe to evaluate again
+        mask = mask.replace("{q}", _pure(queries, "q")).replace("{k}", _pure(keys, "k"))
+    text = _sdpa_text([inputs, *([mask] if mask else []), *options], ".transpose(1, 2).contiguous()", "")
+    return Portable(text, (), message, whole=True)
+
+
+def _varlen(args: Arguments, causal, left: int, right: int, options: list[str]) -> str:
+    q, k, v = (_pure(args.nodes[x], x) for x in ("q", "k", "v"))
+    cu_q, cu_k = (_pure(args.nodes[x], x) for x in ("cu_seqlens_q", "cu_seqlens_k"))
+    options.append("enable_gqa=True")
+    mask = _mask(causal, left, right, "q_end - q_start", "k_end - k_start", f"{q}.device", False, options)
+    inputs = (f"{q}[q_start:q_end].transpose(0, 1), {k}[k_start:k_end].transpose(0, 1), "
+              f"{v}[k_start:k_end].transpose(0, 1)")
+    # libcst indents continuation lines under the statement's block itself: indents here are relative.
+    per_sequence = _sdpa_text([inputs, *([mask] if mask else []), *options], ".transpose(0, 1)", "    ")
+    bounds = f"zip({cu_q}[:-1].tolist(), {cu_q}[1:].tolist(), {cu_k}[:-1].tolist(), {cu_k}[1:].tolist())"
+    return f"{{torch}}.cat([\n    {per_sequence}\n    for q_start, q_end, k_start, k_end in {bounds}\n])"
+
+
+def _mask(causal, left: int, right: int, length_q: str, length_k: str, device: str, square: bool,
+          options: list[str]) -> str:
+    """The `attn_mask=...` argument (empty for none); a square causal mask goes into `options` as
+    `is_causal`, which is exact there."""
+    if square and (left, right) == (-1, 0) and causal is not None:
+        options.insert(0, f"is_causal={_code(causal)}")
+        return ""
+    offset = "" if square else f"{_grouped(length_k)} - {_grouped(length_q)}"
+    bands = []
+    if right >= 0:
+        bands.append(f".tril({_plus(offset, right)})")
+    if left >= 0:
+        bands.append(f".triu({_plus(offset, -left)})")
+    if not bands:
+        return ""
+    mask = f"{{torch}}.ones({length_q}, {length_k}, dtype={{torch}}.bool, device={device}){''.join(bands)}"
+    if causal is not None and _bool_literal(causal) is None:
+        mask = f"{mask} if {_code(causal)} else None"
+    return "attn_mask=" + mask
+
+
+def _options(args: Arguments, dropout: str, scale: str) -> list[str]:
+    options = []
+    if args.given(dropout):
+        options.append(f"dropout_p={_code(args.nodes[dropout])}")
+    if args.given(scale) and args.value(scale) is not None:
+        options.append(f"scale={_code(args.nodes[scale])}")
+    return options
+
+
+def _sdpa_text(arguments: list[str], after: str, indent: str) -> str:
+    """One argument group a line (inputs, mask, options); `indent` is relative to the statement's block."""
+    inputs, *rest = arguments
+    lines = [inputs]
+    if rest and rest[0].startswith("attn_mask="):
+        lines.append(rest.pop(0))
+    if rest:
+        lines.append(", ".join(rest))
+    body = "".join(f"\n{indent}    {line}," for line in lines)
+    return f"{{torch}}.nn.functional.scaled_dot_product_attention({body}\n{indent}){after}"
+
+
+class Attention(LibraryCalls):
     TRIGGER = Words(("flash_attn", "memory_efficient_attention", "sdp_kernel", "sdpa_kernel"))
+    LIBRARIES = frozenset({"flash_attn", "xformers"})
+
+    def __init__(self, context):
+        super().__init__(context)
+        flash = {name: Row(parameters, _flash(name), "PL130", "PL230") for name, parameters in _FLASH.items()}
+        xformers = Row(_XFORMERS_PARAMETERS, self._xformers, "PL131", "PL231", required=3)
+        self.ROWS = {
+            **{f"{module}.{name}": row for module in ("flash_attn", "flash_attn.flash_attn_interface")
+               for name, row in flash.items()},
+            **dict.fromkeys(("xformers.ops.memory_efficient_attention",
+                             "xformers.ops.fmha.memory_efficient_attention"), xformers),
+        }
+        self._causal_bias = False  # the xformers call being converted has `attn_bias=LowerTriangularMask()`
 
     def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
         name = self.qualified(original_node.func)
-        if name is None or self.excluded(original_node) or _head(original_node.func) in self.context.left_to_program:
-            return updated_node  # the program's own fallback or availability check decides this call
-        try:
-            if name in _FLASH_NAMES:
-                return self._flash(original_node, updated_node, _FLASH_NAMES[name])
-            if name in _XFORMERS:
-                return self._xformers(original_node, updated_node)
-            if name == _SDP_KERNEL or name in _SDPA_KERNEL:
-                return self._kernel_choice(original_node, updated_node, name)
-        except Unsupported as reason:
-            code = "PL231" if name in _XFORMERS else "PL230"
-            self.report(code, original_node, f"{name.rsplit('.', 1)[1]}(...) left as is: {reason}")
-        return updated_node
+        if name in (_SDP_KERNEL, _SDPA_KERNEL) and not self.excluded(original_node):
+            return self._kernel_choice(original_node, updated_node, name)
+        bias = Arguments(original_node, _XFORMERS_PARAMETERS).nodes.get("attn_bias")
+        self._causal_bias = (isinstance(bias, cst.Call) and not bias.args
+                             and self.qualified(bias.func) in _LOWER_TRIANGULAR)
+        return super().leave_Call(original_node, updated_node)
 
-    # -- flash-attn ---------------------------------------------------------------------------------
-
-    def _flash(self, original: cst.Call, node: cst.Call, function: str) -> cst.BaseExpression:
-        args = _bind(original, _FLASH[function])
-        for parameter, defaults in _DEFAULT_ONLY.items():
-            if parameter in args and code_of(args[parameter]) not in defaults:
-                raise Unsupported(f"{parameter}={code_of(args[parameter])} has no SDPA equivalent")
-        left, right = _window(args.get("window_size"))
-        causal = args.get("causal")
-        causal_flag = None if causal is None else _bool_literal(causal)
-        if causal_flag is False:
-            causal = None
-        if causal is not None and causal_flag is None and (left, right) != (-1, -1):
-            raise Unsupported("a sliding window with a `causal` decided at run time")
-        if causal is not None:
-            right = 0  # flash-attn: causal is a window with no keys to the right
-        if function == "flash_attn_varlen_func":
-            return self._varlen(original, args, causal, left, right)
-        options = self._options(args, "dropout_p", "softmax_scale")
-        if function == "flash_attn_qkvpacked_func":
-            inputs = f"*{_atom(args['qkv'])}.transpose(1, 3).unbind(2)"
-            queries = keys = args["qkv"]
-            square = True
-        else:
-            queries = args["q"]
-            if function == "flash_attn_kvpacked_func":
-                inputs = f"{_atom(queries)}.transpose(1, 2), *{_atom(args['kv'])}.transpose(1, 3).unbind(2)"
-                keys = args["kv"]
-            else:
-                inputs = ", ".join(f"{_atom(args[x])}.transpose(1, 2)" for x in ("q", "k", "v"))
-                keys = args["k"]
-            square = False
-            options.append("enable_gqa=True")
-        mask = self._mask(causal, left, right, "{q}.size(1)", "{k}.size(1)", "{q}.device", square, options)
-        if mask:  # the mask reads the inputs' shapes: they must be safe to evaluate again
-            mask = mask.replace("{q}", _pure(queries, "q")).replace("{k}", _pure(keys, "k"))
-        call = self._sdpa([inputs, *([mask] if mask else []), *options], ".transpose(1, 2).contiguous()", original)
-        self.changed("PL130", original, f"{function}(...) -> torch.nn.functional.scaled_dot_product_attention(...)",
-                     needs_runtime=False)
-        return call
-
-    def _varlen(self, original: cst.Call, args: dict[str, cst.BaseExpression], causal, left: int,
-                right: int) -> cst.BaseExpression:
-        q, k, v = (_pure(args[x], x) for x in ("q", "k", "v"))
-        cu_q, cu_k = (_pure(args[x], x) for x in ("cu_seqlens_q", "cu_seqlens_k"))
-        options = [*self._options(args, "dropout_p", "softmax_scale"), "enable_gqa=True"]
-        mask = self._mask(causal, left, right, "q_end - q_start", "k_end - k_start", f"{q}.device", False,
-                          options)
-        inputs = f"{q}[q_start:q_end].transpose(0, 1), {k}[k_start:k_end].transpose(0, 1), " \
-                 f"{v}[k_start:k_end].transpose(0, 1)"
-        indent = ""  # libcst indents continuation lines under the statement's block itself
-        per_sequence = self._sdpa_text([inputs, *([mask] if mask else []), *options], ".transpose(0, 1)",
-                                       indent + "    ")
-        bounds = (f"zip({cu_q}[:-1].tolist(), {cu_q}[1:].tolist(), {cu_k}[:-1].tolist(), {cu_k}[1:].tolist())")
-        text = (f"{{torch}}.cat([\n{indent}    {per_sequence}\n{indent}    for q_start, q_end, k_start, k_end in "
-                f"{bounds}\n{indent}])")
-        self.changed("PL130", original, "flash_attn_varlen_func(...) -> one "
-                                        "torch.nn.functional.scaled_dot_product_attention(...) per sequence",
-                     needs_runtime=False)
-        return self._parse(text)
-
-    def _mask(self, causal, left: int, right: int, length_q: str, length_k: str, device: str, square: bool,
-              options: list[str]) -> str:
-        """The `attn_mask=...` argument (empty for none); a square causal mask goes into `options` as
-        `is_causal`, which is exact there."""
-        if square and (left, right) == (-1, 0) and causal is not None:
-            options.insert(0, f"is_causal={code_of(causal)}")
-            return ""
-        offset = "" if square else f"{_grouped(length_k)} - {_grouped(length_q)}"
-        bands = []
-        if right >= 0:
-            bands.append(f".tril({_plus(offset, right)})")
-        if left >= 0:
-            bands.append(f".triu({_plus(offset, -left)})")
-        if not bands:
-            return ""
-        mask = f"{{torch}}.ones({length_q}, {length_k}, dtype={{torch}}.bool, device={device}){''.join(bands)}"
-        if causal is not None and _bool_literal(causal) is None:
-            mask = f"{mask} if {code_of(causal)} else None"
-        return "attn_mask=" + mask
-
-    @staticmethod
-    def _options(args: dict[str, cst.BaseExpression], dropout: str, scale: str) -> list[str]:
+    def _xformers(self, args: Arguments) -> Portable | Refused:
+        if args.given("output_dtype") and args.value("output_dtype") is not None:
+            return Refused("output_dtype has no SDPA equivalent: cast the result")
         options = []
-        if dropout in args:
-            options.append(f"dropout_p={code_of(args[dropout])}")
-        if scale in args and code_of(args[scale]) != "None":
-            options.append(f"scale={code_of(args[scale])}")
-        return options
-
-    # -- xformers -----------------------------------------------------------------------------------
-
-    def _xformers(self, original: cst.Call, node: cst.Call) -> cst.BaseExpression:
-        args = _bind(original, _XFORMERS_PARAMETERS, keyword_only=("op", "output_dtype"))
-        if "output_dtype" in args and code_of(args["output_dtype"]) != "None":
-            raise Unsupported("output_dtype has no SDPA equivalent: cast the result")
-        options = []
-        bias = args.get("attn_bias")
-        if bias is not None and code_of(bias) != "None":
-            if not (isinstance(bias, cst.Call) and not bias.args and self.qualified(bias.func) in _LOWER_TRIANGULAR):
-                raise Unsupported(f"attn_bias={code_of(bias)} is not written as LowerTriangularMask() here")
+        if self._causal_bias:
             options.append("is_causal=True")  # xformers' LowerTriangularMask is top-left aligned, as is_causal
-        options += self._options(args, "p", "scale")
-        inputs = ", ".join(f"{_atom(args[x])}.movedim(1, -2)" for x in ("query", "key", "value"))
-        call = self._sdpa([inputs, *options], ".movedim(-2, 1).contiguous()", original)
-        self.changed("PL131", original, "memory_efficient_attention(...) -> "
-                                        "torch.nn.functional.scaled_dot_product_attention(...)", needs_runtime=False)
-        return call
-
-    # -- kernel choice ------------------------------------------------------------------------------
+        elif args.given("attn_bias") and args.value("attn_bias") is not None:
+            return Refused(f"attn_bias={code_of(args.nodes['attn_bias'])} is not written as LowerTriangularMask() "
+                           "here")
+        options += _options(args, "p", "scale")
+        inputs = ", ".join(f"{_atom(args.nodes[x])}.movedim(1, -2)" for x in ("query", "key", "value"))
+        return Portable(_sdpa_text([inputs, *options], ".movedim(-2, 1).contiguous()", ""), (),
+                        "torch.nn.functional.scaled_dot_product_attention(...)", whole=True)
 
     def _kernel_choice(self, original: cst.Call, node: cst.Call, name: str) -> cst.BaseExpression:
+        """The same kernels first, and `SDPBackend.MATH` (every device has it) where it is missing; a choice
+        not written out is left to BackendFlags' report (sdp_kernel) or as it is (sdpa_kernel)."""
         if name == _SDP_KERNEL:
-            args = _bind(original, _SWITCH_PARAMETERS)
-            flags = {switch: True if switch not in args else _bool_literal(args[switch]) for switch, _ in _SWITCHES}
-            if None in flags.values():
-                raise Unsupported("its switches are decided at run time")
+            args = Arguments(original, _SWITCH_PARAMETERS)
+            flags = {switch: args.value(switch, True) for switch in _SWITCH_PARAMETERS}
+            if args.unknown or args.foreign or not all(isinstance(flag, bool) for flag in flags.values()):
+                return node
             prefix = "{torch}.nn.attention.SDPBackend."
             chosen = [prefix + backend for switch, backend in _SWITCHES if flags[switch]]
-            rest = []
-            function = "{torch}.nn.attention.sdpa_kernel"
+            function, rest = "{torch}.nn.attention.sdpa_kernel", []
         else:
-            args = _bind(original, ("backends", "set_priority"))
-            backends = args.get("backends")
+            args = Arguments(original, ("backends", "set_priority"))
+            backends = args.nodes.get("backends")
             elements = ([element.value for element in backends.elements]
                         if isinstance(backends, (cst.List, cst.Tuple)) else [backends])
-            names = [self.qualified(element) for element in elements]
-            if backends is None or not all(n and n.startswith(_SDP_BACKEND) for n in names):
-                return node  # not a list of SDPBackend members written out: nothing to say about it
-            if _SDP_BACKEND + "MATH" in names:
-                return node  # every device has the math kernel: portable as written
-            chosen = [code_of(element) for element in elements]
+            names = [self.qualified(element) for element in elements if element is not None]
+            if backends is None or args.unknown or args.foreign or len(names) != len(elements) or not all(
+                    n and n.startswith(_SDP_BACKEND) for n in names) or _SDP_BACKEND + "MATH" in names:
+                return node  # not SDPBackend members written out, or the math kernel is already allowed
+            chosen = [_code(element) for element in elements]
             prefix = chosen[0][: chosen[0].rindex(".") + 1]
-            rest = [f"set_priority={code_of(args['set_priority'])}"] if "set_priority" in args else []
-            function = code_of(node.func)
+            function = _code(node.func)
+            rest = [f"set_priority={_code(args.nodes['set_priority'])}"] if args.given("set_priority") else []
         if prefix + "MATH" not in chosen:
             chosen.append(prefix + "MATH")
-        text = f"{function}([{', '.join(chosen)}]{''.join(', ' + r for r in rest)})"
         self.changed("PL132", original, f"{name}(...) -> torch.nn.attention.sdpa_kernel([..., SDPBackend.MATH])",
                      needs_runtime=False)
-        return self._parse(text)
-
-    # -- building the call --------------------------------------------------------------------------
-
-    def _sdpa(self, arguments: list[str], after: str, original: cst.Call) -> cst.BaseExpression:
-        text = self._sdpa_text(arguments, after, "")
-        return self._parse(text)
-
-    def _parse(self, text: str) -> cst.BaseExpression:
-        """`text` as an expression, with `{torch}` the module's name for torch (and no other field)."""
-        return self.expression(text.replace("{", "{{").replace("}", "}}").replace("{{torch}}", "{torch}"))
-
-    @staticmethod
-    def _sdpa_text(arguments: list[str], after: str, indent: str) -> str:
-        """One argument group a line (inputs, mask, options); `indent` is relative to the statement's
-        block (libcst indents continuation lines under it)."""
-        inputs, *rest = arguments
-        lines = [inputs]
-        if rest and rest[0].startswith("attn_mask="):
-            lines.append(rest.pop(0))
-        if rest:
-            lines.append(", ".join(rest))
-        body = "".join(f"\n{indent}    {line}," for line in lines)
-        return f"{{torch}}.nn.functional.scaled_dot_product_attention({body}\n{indent}){after}"
+        return self.expression(f"{function}([{', '.join(chosen)}]{''.join(', ' + r for r in rest)})")
 
 
-def _head(node: cst.BaseExpression) -> str | None:
-    """`a` in `a.b.c`."""
-    while isinstance(node, cst.Attribute):
-        node = node.value
-    return node.value if isinstance(node, cst.Name) else None
-
-
-def _bind(node: cst.Call, parameters: tuple[str, ...], keyword_only: tuple[str, ...] = ()) -> dict:
-    """Parameter name -> the argument's expression, as Python would bind the call."""
-    bound: dict[str, cst.BaseExpression] = {}
-    for position, arg in enumerate(node.args):
-        if arg.star:
-            raise Unsupported("arguments unpacked with * or ** cannot be matched to parameters")
-        if arg.keyword is None:
-            if position >= len(parameters):
-                raise Unsupported("more positional arguments than the known signature has")
-            bound[parameters[position]] = arg.value
-        elif arg.keyword.value in parameters or arg.keyword.value in keyword_only:
-            bound[arg.keyword.value] = arg.value
-        else:
-            raise Unsupported(f"unknown argument {arg.keyword.value}=")
-    return bound
-
-
-def _window(node: cst.BaseExpression | None) -> tuple[int, int]:
+def _window(args: Arguments) -> tuple[int, int]:
     """(left, right) of a `window_size` written as a literal pair; -1 means unbounded."""
-    if node is None:
-        return -1, -1
-    if isinstance(node, (cst.Tuple, cst.List)) and len(node.elements) == 2:
-        values = [_int_literal(element.value) for element in node.elements]
-        if None not in values:
-            return values[0], values[1]
-    raise Unsupported(f"window_size={code_of(node)} is not a literal pair of ints")
-
-
-def _int_literal(node: cst.BaseExpression) -> int | None:
-    if isinstance(node, cst.Integer):
-        return int(node.value)
-    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus) and isinstance(
-            node.expression, cst.Integer):
-        return -int(node.expression.value)
-    return None
+    window = args.value("window_size", (-1, -1))
+    if isinstance(window, (tuple, list)) and len(window) == 2 and all(type(x) is int for x in window):
+        return window[0], window[1]
+    raise Unsupported(f"window_size={code_of(args.nodes['window_size'])} is not a literal pair of ints")
 
 
 def _bool_literal(node: cst.BaseExpression) -> bool | None:
@@ -307,10 +263,15 @@ def _bool_literal(node: cst.BaseExpression) -> bool | None:
     return None
 
 
+def _code(node: cst.BaseExpression) -> str:
+    """`node`'s code for a template (`{torch}` is the only field): braces doubled."""
+    return code_of(node).replace("{", "{{").replace("}", "}}")
+
+
 def _pure(node: cst.BaseExpression, what: str) -> str:
     """`node`'s code, when evaluating it twice is evaluating it once (a name, an attribute, an index)."""
     if _is_pure(node):
-        return code_of(node)
+        return _code(node)
     raise Unsupported(f"`{what}` is read more than once by the portable form and `{code_of(node)}` "
                       "may not give the same value twice: assign it to a name first")
 
@@ -328,9 +289,8 @@ def _is_pure(node: cst.BaseExpression) -> bool:
 
 def _atom(node: cst.BaseExpression) -> str:
     """`node`'s code, parenthesised where a method call on it would bind to a part of it."""
-    code = code_of(node)
     atomic = isinstance(node, (cst.Name, cst.Attribute, cst.Subscript, cst.Call)) or node.lpar
-    return code if atomic else f"({code})"
+    return _code(node) if atomic else f"({_code(node)})"
 
 
 def _grouped(expression: str) -> str:

@@ -55,9 +55,9 @@ class FileContext:
     # fallback or check decides (bound there, or by an import under an `if`): no rule rewrites their uses.
     fallback_lines: frozenset[int] = frozenset()
     left_to_program: frozenset[str] = frozenset()
-    # (line, column, top-level package) of each CUDA-only library import reported: a report is dropped
-    # when the migrated file no longer imports the package (every use of it was converted).
-    library_imports: list[tuple[int, int, str]] = field(default_factory=list)
+    # Names bound by CUDA-only library imports whose every use a rule converted (`library_calls`): the
+    # import goes with the rewrite, so it is not reported.
+    converted_names: set[str] = field(default_factory=set)
 
 
 class Rule(cst.CSTTransformer):

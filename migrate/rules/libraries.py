@@ -48,13 +48,22 @@ class CudaOnlyLibraries(Rule):
 
     def visit_Import(self, node: cst.Import) -> bool:
         for alias in node.names:
-            self._imported(alias.name, dotted(alias.name) or "")
+            module = dotted(alias.name) or ""
+            if not self._converted(node, [alias.evaluated_alias or module.split(".")[0]]):
+                self._imported(alias.name, module)
         return False
 
     def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
-        if not node.relative and node.module is not None:
+        if not node.relative and node.module is not None and not isinstance(node.names, cst.ImportStar):
+            if not self._converted(node, [alias.evaluated_alias or dotted(alias.name) for alias in node.names]):
+                self._imported(node.module, dotted(node.module) or "")
+        elif not node.relative and node.module is not None:
             self._imported(node.module, dotted(node.module) or "")
         return False
+
+    def _converted(self, node: cst.CSTNode, names: list[str]) -> bool:
+        """An import whose every name a rule converted every use of: it goes (`ImportPlan`)."""
+        return all(name in self.context.converted_names for name in names)
 
     def _imported(self, node: cst.CSTNode, module: str) -> None:
         code = LIBRARIES.get(module.split(".")[0])
@@ -63,7 +72,6 @@ class CudaOnlyLibraries(Rule):
             optional = self.context.optional_imports.get(line)
             note = f" (optional here: {optional})" if optional else ""
             self.report(code, node, f"{module}: {CODES[code].title}{note}")
-            self.context.library_imports.append((*self.position(node), module.split(".")[0]))
 
     def visit_Arg(self, node: cst.Arg) -> None:
         if (node.keyword is not None and node.keyword.value == "attn_implementation"
