@@ -18,7 +18,9 @@ xformers, facebookresearch/xformers@115df95feecf99f2a7d85ee64650921e0b9207ec:
   top-left aligned).
 
 Tolerance: the reference runs in float64; the migrated code in float32 may differ from it by float32
-round-off, which each test measures as the float32 reference's own distance from the float64 one.
+round-off, which each test measures as the float32 reference's own distance from the float64 one, and
+allows 8 times. Measured over the 67 outputs and gradients below: at most 3.6 times (8.4e-7 absolute,
+against a round-off of up to 6.8e-7).
 """
 
 import math
