@@ -68,9 +68,12 @@ def measure(trees: list[Path], target: str) -> tuple[Counter, Counter, Counter, 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("trees", nargs="+", type=Path)
+    parser.add_argument("trees", nargs="*", type=Path)
     parser.add_argument("--target", default="neutral")
     args = parser.parse_args()
+    if not args.trees:  # `python -m bench` runs every script bare: this one needs the trees to measure
+        print("library_sites.py: pass the trees to measure (README: eight public training repositories)")
+        return
     before, after, codes, failed = measure(args.trees, args.target)
     print(f"{'library':24} {'sites':>6} {'left':>6}")
     for package, count in before.most_common():
