@@ -57,8 +57,6 @@ def _bodies(tree: ast.Module):
             body = getattr(node, name, None)
             if node is not tree and isinstance(body, list) and body and isinstance(body[0], ast.stmt):
                 yield body
-        if isinstance(node, ast.ExceptHandler) or type(node).__name__ == "match_case":
-            yield node.body
 
 
 def _fallback(statement: ast.Try, libraries: Collection[str], alone: bool) -> Fallback | None:
@@ -77,11 +75,16 @@ def take_fallbacks(code: str, tree: ast.Module, libraries: Collection[str], take
     for fallback in reversed([f for f, take in zip(fallbacks, taken, strict=True) if take]):
         statement = fallback.statement
         indent = lines[statement.lineno - 1][: statement.col_offset]
-        parts = [fallback.kept, fallback.handler.body, statement.finalbody]
-        text = "".join(_block(lines, list(part), indent) for part in parts if part and not _only_pass(part))
+        # Each part with the line of its clause's header (`try:`, `except …:`), whose comments below it go along.
+        parts = [(fallback.kept, statement.lineno), (fallback.handler.body, fallback.handler.lineno),
+                 (statement.finalbody, None)]
+        text = "".join(_block(lines, list(part), indent, header) for part, header in parts
+                       if part and not _only_pass(part))
         if not text and fallback.alone:
             text = f"{indent}pass{_ending(lines[statement.lineno - 1])}"
-        lines[statement.lineno - 1 : statement.end_lineno] = [text]
+        # One entry per line still (the replaced ones empty), so the lines of an enclosing `try`, taken
+        # next, keep their numbers, and its handler carries this replacement along.
+        lines[statement.lineno - 1 : statement.end_lineno] = [text] + [""] * (statement.end_lineno - statement.lineno)
     return "".join(lines)
 
 
@@ -93,16 +96,19 @@ def _ending(line: str) -> str:
     return line[len(line.rstrip("\r\n")):] or "\n"
 
 
-def _block(lines: list[str], statements: list[ast.stmt], indent: str) -> str:
-    """The source of `statements` (one suite), moved to `indent`."""
+def _block(lines: list[str], statements: list[ast.stmt], indent: str, header: int | None) -> str:
+    """The source of `statements` (one suite), moved to `indent`, with the comment lines between its
+    clause's `header` line and its first statement."""
     first, last = statements[0], statements[-1]
     head = lines[first.lineno - 1]
     if head[: first.col_offset].strip():  # `except ImportError: x = None` on one line
         text = head.encode()[first.col_offset:].decode() + "".join(lines[first.lineno : last.end_lineno])
         return indent + text.lstrip() + ("" if text.endswith(("\n", "\r")) else _ending(head))
     own = head[: len(head) - len(head.lstrip())]
+    # Between the header's line and the first statement: the rest of a header split over lines, or comments.
+    comments = [line for line in lines[header : first.lineno - 1] if line.lstrip().startswith("#")] if header else []
     moved = []
-    for line in lines[first.lineno - 1 : last.end_lineno]:
+    for line in comments + source_lines("".join(lines[first.lineno - 1 : last.end_lineno])):
         moved.append(indent + line[len(own):] if line.startswith(own) else line)
     if not moved[-1].endswith(("\n", "\r")):
         moved[-1] += _ending(head)

@@ -76,3 +76,26 @@ def test_a_dropped_liger_patch_leaves_a_program_that_runs_without_liger():
     namespace = {}
     exec(compile(result.code, "<migrated>", "exec"), namespace)
     assert [d.code for d in result.diagnostics] == ["PL217"]
+
+
+@pytest.mark.parametrize("source, expected", [
+    # The handler's comments go with it; a header split over lines does not.
+    ("try:\n    import apex\nexcept (\n    ImportError,\n):\n    # fallback\n    apex = None\n",
+     "# fallback\napex = None\n"),
+    # Tabs and CRLF kept; the `else` body never runs without the library.
+    ("if x:\r\n\ttry:\r\n\t\timport apex\r\n\t\ty = 1\r\n\texcept ImportError:\r\n\t\ty = 2\r\n\telse:\r\n"
+     "\t\ty = 3\r\nprint(y)\r\n", "if x:\r\n\ty = 2\r\nprint(y)\r\n"),
+    # What ran before the library import, then the handler, then `finally`.
+    ("try:\n    import os\n    import xformers\nexcept (ImportError, OSError):\n    xformers = None\n"
+     "finally:\n    done = True\n", "import os\nxformers = None\ndone = True\n"),
+    # A one-line handler; a block left empty keeps a `pass`.
+    ("def f():\n    try: import bitsandbytes as bnb\n    except ImportError: bnb = None\n    return bnb\n",
+     "def f():\n    bnb = None\n    return bnb\n"),
+    ("class A:\n    try:\n        import apex\n    except ImportError:\n        pass\n", "class A:\n    pass\n"),
+    # Megatron's chain of fallbacks: each is taken, the last one runs.
+    ("try:\n    from apex.optimizers import FusedAdam as Adam\nexcept ImportError:\n    try:\n"
+     "        from transformer_engine.pytorch.optimizers import FusedAdam as Adam\n    except ImportError:\n"
+     "        from torch.optim import AdamW as Adam\nx = 1\n", "from torch.optim import AdamW as Adam\nx = 1\n"),
+])
+def test_the_fallback_replaces_its_try_statement(source, expected):
+    assert migrate_source(source, "neutral").code == expected
