@@ -75,21 +75,37 @@ CODES: dict[str, Code] = {
                   "`F.cross_entropy(F.linear(...))` with its call signature"),
     "PL127": Code("library", "change", "liger kernel patch dropped",
                   "`apply_liger_kernel_to_*(...)` as a statement: the model keeps its stock torch layers"),
+    "PL130": Code("attention", "change", "flash-attn call converted to scaled_dot_product_attention",
+                  "`flash_attn_func`, `flash_attn_qkvpacked_func`, `flash_attn_kvpacked_func` and "
+                  "`flash_attn_varlen_func` (one SDPA per packed sequence) to "
+                  "`torch.nn.functional.scaled_dot_product_attention`, layout, bottom-right causal mask, "
+                  "window, GQA and scale kept"),
+    "PL131": Code("attention", "change", "xformers memory_efficient_attention converted to scaled_dot_product_attention",
+                  "no bias or `LowerTriangularMask()` (top-left causal: `is_causal=True`); `p` and `scale` kept"),
+    "PL132": Code("attention", "change", "SDPA kernel choice made portable",
+                  "`torch.backends.cuda.sdp_kernel(...)` / `sdpa_kernel(SDPBackend.FLASH_ATTENTION)` to "
+                  "`torch.nn.attention.sdpa_kernel([..., SDPBackend.MATH])`: the chosen kernels first, and the "
+                  "math kernel every device has"),
     # PL2xx: CUDA-only libraries.
     "PL201": Code("library", "warning", "apex is CUDA-only",
                   "use `torch.amp` (portlayer.autocast/GradScaler), torch's fused optimizers and "
                   "DistributedDataParallel"),
     "PL202": Code("library", "warning", "flash_attn is CUDA-only",
-                  "use `torch.nn.functional.scaled_dot_product_attention` (attn_implementation=\"sdpa\"), "
-                  "or the vendor's fused attention"),
+                  "its calls are rewritten to `torch.nn.functional.scaled_dot_product_attention` where exact "
+                  "(PL130); for the rest use SDPA (attn_implementation=\"sdpa\") or the vendor's fused attention"),
     "PL203": Code("library", "warning", "xformers is CUDA-only",
-                  "use `torch.nn.functional.scaled_dot_product_attention`"),
+                  "`memory_efficient_attention` is rewritten to `torch.nn.functional.scaled_dot_product_attention` "
+                  "where exact (PL131); use SDPA for the rest"),
     "PL204": Code("library", "warning", "bitsandbytes is CUDA-only",
                   "use torch optimizers, or the vendor's quantisation support"),
     "PL205": Code("library", "warning", "triton kernels need a Triton backend for the target",
-                  "check the vendor ships a Triton backend, or keep a torch fallback"),
+                  "keep the kernel's torch version (the eager ops it fuses; `torch.compile` fuses them again where "
+                  "the backend has a compiler), or use the vendor's Triton backend where one exists "
+                  "(triton-ascend for Ascend NPUs)"),
     "PL206": Code("library", "warning", "transformer_engine is CUDA-only",
-                  "use torch.nn layers with `portlayer.autocast`"),
+                  "te.Linear -> torch.nn.Linear, te.LayerNorm -> torch.nn.LayerNorm, te.RMSNorm -> torch.nn.RMSNorm, "
+                  "te.DotProductAttention -> torch.nn.functional.scaled_dot_product_attention, te.fp8_autocast -> "
+                  "`portlayer.autocast` with bfloat16 (FP8 recipes have no portable form)"),
     "PL207": Code("library", "warning", "liger_kernel is CUDA-only (Triton kernels)",
                   "use the model's stock torch layers"),
     "PL208": Code("library", "warning", "cupy is CUDA-only",
@@ -128,6 +144,14 @@ CODES: dict[str, Code] = {
                   "where the program reads the buffer, test `torch.isfinite(norm)` instead"),
     "PL221": Code("library", "info", "fused linear cross-entropy now materialises the logits",
                   "more memory for a large vocabulary; chunk the sequence if it does not fit"),
+    "PL230": Code("attention", "warning", "flash-attn call left as is: no exact scaled_dot_product_attention form",
+                  "return_attn_probs, alibi_slopes and softcap have none in SDPA (ALiBi and softcap: a float "
+                  "`attn_mask` you build); otherwise write the argument out (a literal window_size pair) or "
+                  "assign the tensor to a name, and migrate again"),
+    "PL231": Code("attention", "warning", "xformers memory_efficient_attention left as is",
+                  "for `BlockDiagonalMask` (packed sequences) call `torch.nn.functional.scaled_dot_product_attention` "
+                  "once per sequence, or pass a block-diagonal boolean `attn_mask`; a tensor bias is SDPA's float "
+                  "`attn_mask`"),
     # PL3xx: cuDNN and CUDA backend flags.
     "PL301": Code("flags", "warning", "cudnn.deterministic makes only cuDNN deterministic",
                   "use `portlayer.set_deterministic(True)` (neutral) or "

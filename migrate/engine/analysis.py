@@ -449,3 +449,4 @@ def _disjoint(spans: list[Span]) -> list[Span]:
             continue
         kept.append((first, last))
     return kept
+

@@ -1,15 +1,17 @@
 """The rules, in the order the engine runs them. Each is one concern; see its module docstring.
 
-The library rows (Apex, BitsAndBytes, Liger) run before CudaOnlyLibraries, which does not report an
-import whose every use they converted. Amp runs before TorchCudaApi (it rewrites the `torch.cuda.amp` calls whose arguments change) and
-LegacyTensorTypes before both (the API rule leaves tensor types to it). DeepSpeedCalls runs before
-CollectiveBackend (it drops DeepSpeed's "nccl" rather than renaming it) and FsdpDeviceId before
-TorchCudaApi (it replaces `torch.cuda.current_device()` given as FSDP's device whole).
+The library rows (Apex, BitsAndBytes, Liger, Attention) run before CudaOnlyLibraries, which does not report an
+import whose every use they converted; Attention also before BackendFlags, which would otherwise report the
+`torch.backends.cuda.sdp_kernel` it rewrites. Amp runs before TorchCudaApi (it rewrites the `torch.cuda.amp`
+calls whose arguments change) and LegacyTensorTypes before both (the API rule leaves tensor types to it).
+DeepSpeedCalls runs before CollectiveBackend (it drops DeepSpeed's "nccl" rather than renaming it) and
+FsdpDeviceId before TorchCudaApi (it replaces `torch.cuda.current_device()` given as FSDP's device whole).
 """
 
 from portlayer.migrate.rules.amp import Amp
 from portlayer.migrate.rules.apex import Apex
 from portlayer.migrate.rules.api import TorchCudaApi
+from portlayer.migrate.rules.attention import Attention
 from portlayer.migrate.rules.bitsandbytes import BitsAndBytes
 from portlayer.migrate.rules.cuda_only import CudaOnlyNames
 from portlayer.migrate.rules.devices import Devices
@@ -27,6 +29,7 @@ RULES = (
     Apex,
     BitsAndBytes,
     Liger,
+    Attention,
     CudaOnlyLibraries,
     CudaExtensions,
     BackendFlags,

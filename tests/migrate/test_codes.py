@@ -35,6 +35,8 @@ FIRES = {
                          "n, _ = mta(amp_C.multi_tensor_l2norm, buf, [gs], False)\n", 3, 8),
     "PL221": ("neutral", "from liger_kernel.transformers import LigerFusedLinearCrossEntropyLoss as L\nf = L()\n",
               2, 5),
+    "PL230": ("torch", "from flash_attn import flash_attn_func\nx = flash_attn_func(q, k, v, softcap=30.0)\n", 2, 5),
+    "PL231": ("musa", "import xformers.ops as xops\nx = xops.memory_efficient_attention(q, k, v, b)\n", 2, 5),
     "PL301": ("npu", "import torch\ntorch.backends.cudnn.deterministic = True\n", 2, 1),
     "PL302": ("neutral", "import torch\nx = 1; torch.backends.cudnn.benchmark = True\n", 2, 8),
     "PL303": ("torch", "import torch\ntorch.backends.cuda.matmul.allow_tf32 = True\n", 2, 1),
@@ -65,7 +67,8 @@ FIRES = {
     "PL608": ("npu", "import os\nos.environ['NCCL_BUFFSIZE'] = '1048576'\n", 2, 12),
 }
 # A call left as is keeps its import, which the library's own code reports too: code -> (its code, col).
-IMPORT_REPORTED = {"PL213": ("PL201", 6), "PL215": ("PL201", 6), "PL219": ("PL207", 6)}
+IMPORT_REPORTED = {"PL213": ("PL201", 6), "PL215": ("PL201", 6), "PL219": ("PL207", 6), "PL230": ("PL202", 6),
+                   "PL231": ("PL203", 8)}
 # Emitted by the migrate driver (shell scripts, accelerate configs, files it cannot read), not by the Python engine.
 DRIVER_CODES = {"PL601", "PL602", "PL603", "PL604", "PL609", "PL610", "PL611", "PL612", "PL613", "PL901", "PL902"}
 
