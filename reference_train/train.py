@@ -350,7 +350,7 @@ def _train(options: Options, world: World, device: torch.device) -> dict | None:
         "init_weights_checksum": init_checksum,
         "dropout_fields_zeroed": zeroed,
     }
-    run = _run_record(options, world, device, records, identity, eval_loss, host_peak)
+    run = _run_record(options, world, device, records, identity, eval_loss, host_peak, training.parallel.engine)
     log.info(
         f"{options.preset.name}: loss {records[0]['loss']:.4f} -> {records[-1]['loss']:.4f} in {options.steps}"
         f" steps, eval loss {eval_loss:.4f} (perplexity {run['summary']['perplexity']:.2f}), "
@@ -470,6 +470,7 @@ def _run_record(
     identity: dict,
     eval_loss: float,
     host_peak: float,
+    engine: str,
 ) -> dict:
     """The run file's content (runfile.py); `identity` holds the experiment's hash and checksums."""
     timed = records[1:] or records  # the first step pays for warm-up (allocations, kernel selection)
@@ -494,6 +495,7 @@ def _run_record(
             "warmup_steps": options.warmup_steps,
             "precision": options.precision,
             "strategy": options.strategy,
+            "strategy_engine": engine,
             "tf32": options.tf32,
             "deterministic": torch.are_deterministic_algorithms_enabled(),
             "seed": options.seed,

@@ -27,12 +27,16 @@ from portlayer.errors import PortlayerError
 # told its accelerator before it is imported, since importing it chooses one.
 DEEPSPEED_ACCELERATORS = frozenset({"cuda", "cpu", "xpu", "npu", "mps", "hpu", "mlu", "sdaa", "supa", "klxpu"})
 _DS_ENV = "DS_ACCELERATOR"
+# What DeepSpeed's own accelerator for a backend reads from the environment on a real host, and who sets it.
+# Without ASCEND_HOME_PATH its npu op builders stop with "KeyError: 'ASCEND_HOME_PATH'".
+REQUIRED_ENV = {"npu": ("ASCEND_HOME_PATH", "CANN's set_env.sh sets it")}
 
 
 def use_active_backend():
     """Import DeepSpeed with its accelerator set to portlayer's active backend; returns that accelerator."""
     backend = portlayer.backend()
     if backend.name in DEEPSPEED_ACCELERATORS:
+        _check_required_env(backend)
         os.environ.setdefault(_DS_ENV, backend.name)
         from deepspeed.accelerator import get_accelerator
 
@@ -48,6 +52,13 @@ def use_active_backend():
     accelerator = accelerator_class()(backend)
     set_accelerator(accelerator)
     return accelerator
+
+
+def _check_required_env(backend: Backend) -> None:
+    if backend.name in REQUIRED_ENV:
+        name, source = REQUIRED_ENV[backend.name]
+        if name not in os.environ:
+            raise PortlayerError(f"DeepSpeed's {backend.name} accelerator needs {name} ({source}), which is unset")
 
 
 @contextlib.contextmanager

@@ -45,6 +45,10 @@ class Fsdp2Parallel(Parallel):
         optimizer = setup.make_optimizer(core.parameters())
         return cls(core, core, optimizer, setup.make_scheduler(optimizer), setup)
 
+    @property
+    def engine(self) -> str:
+        return "torch fully_shard"
+
     def accumulating(self, last: bool):
         return contextlib.nullcontext() if last else _no_gradient_sync(self.core)
 

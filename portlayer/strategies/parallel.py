@@ -62,6 +62,11 @@ class Parallel:
         optimizer = setup.make_optimizer(core.parameters())
         return cls(model, core, optimizer, setup.make_scheduler(optimizer), setup)
 
+    @property
+    def engine(self) -> str:
+        """What applies the strategy, for the run file: the library and, for DeepSpeed, its accelerator."""
+        return "torch DistributedDataParallel" if self.setup.group is not None else "torch (one process)"
+
     def accumulating(self, last: bool):
         """The context of one micro-batch's forward and backward: gradients are reduced on the last only."""
         if last or self.setup.group is None:
