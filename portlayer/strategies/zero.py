@@ -53,11 +53,6 @@ def deepspeed_config(strategy: Strategy, setup: Setup, parameters: int) -> dict:
 class ZeroParallel(Parallel):
     @classmethod
     def prepare(cls, strategy: Strategy, core: torch.nn.Module, setup: Setup) -> ZeroParallel:
-        if setup.precision == "fp16":
-            raise PortlayerError(
-                f"--strategy {strategy.name} with --precision fp16: the trainer's loss scaling is torch's, "
-                "not DeepSpeed's; use bf16 or fp32"
-            )
         use_active_backend()
         import deepspeed
         import deepspeed.ops
