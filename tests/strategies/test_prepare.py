@@ -62,3 +62,24 @@ def test_fsdp2_shards_each_huggingface_block_the_model_names():
     model = Model(Block(2, 2), torch.nn.ReLU(), Block(2, 2), torch.nn.Linear(2, 1))
     assert blocks(model) == [model[0], model[2]]
     assert blocks(torch.nn.Sequential(torch.nn.Linear(2, 2))) == []
+
+
+def test_fsdp2_leaves_a_block_with_a_tied_parameter_to_the_whole_models_unit():
+    """BERT's word embeddings are tied to its masked-LM head, outside the embeddings block."""
+
+    class Embeddings(torch.nn.Embedding):
+        pass
+
+    class Block(torch.nn.Linear):
+        pass
+
+    class Model(torch.nn.Module):
+        _no_split_modules = ["Embeddings", "Block"]
+
+        def __init__(self):
+            super().__init__()
+            self.embeddings, self.block, self.head = Embeddings(8, 2), Block(2, 2), torch.nn.Linear(2, 8)
+            self.head.weight = self.embeddings.weight
+
+    model = Model()
+    assert blocks(model) == [model.block]
