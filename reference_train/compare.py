@@ -30,16 +30,7 @@ COMPARABLE_FIELDS = (
 # Settings two comparable runs may differ in. They are compared anyway — a port that trains with another
 # learning rate or with dropout on is what a parity check exists to catch — and the differences are named
 # beside the verdict.
-SETTING_FIELDS = (
-    "lr",
-    "warmup_steps",
-    "precision",
-    "tf32",
-    "parity",
-    "deterministic",
-    "dropout_fields_zeroed",
-    "strategy",
-)
+SETTING_FIELDS = ("lr", "warmup_steps", "precision", "tf32", "parity", "deterministic", "dropout_fields_zeroed", "strategy")
 
 # The data checksum covers every sample a run consumes, so runs of different lengths never share it. When
 # only a common prefix of steps is compared, what makes the data instead must match: the corpus (None: the
