@@ -1,0 +1,88 @@
+"""What one rank holds of the model states under a strategy, and the communication buffers the strategy adds.
+
+The model states follow the ZeRO paper (Rajbhandari et al., "ZeRO: Memory Optimizations Toward Training
+Trillion Parameter Models", 2020, section 3.1 and figure 1): with mixed precision, Ψ trainable parameters
+cost 2Ψ bytes of 16-bit weights, 2Ψ of 16-bit gradients and KΨ = 12Ψ of Adam state (an fp32 master copy,
+momentum and variance); ZeRO stage 1 divides the 12Ψ by the world size N, stage 2 the gradients too, stage 3
+the weights too. fp32 training has no master copy: 4Ψ + 4Ψ + 8Ψ. Frozen parameters (a LoRA base) cost
+their weights only, sharded where the weights are.
+
+What shards what comes from `portlayer.strategies`, the table the trainer applies; the buffer sizes are the
+engines' defaults:
+- ddp: one flat copy of the gradients, DistributedDataParallel's buckets (`gradient_as_bucket_view=False`).
+- zero1, zero2: DeepSpeed's contiguous gradient bucket, `reduce_bucket_size` 5e8 elements (or the gradients,
+  when fewer), in the gradients' dtype.
+- zero3: the same bucket, plus the parameters gathered for compute: the largest layer and the prefetch of
+  the next, up to `stage3_prefetch_bucket_size` 5e7 elements.
+- fsdp2 (`fully_shard` per decoder layer): the unsharded parameters of the layer computed and of the one
+  prefetched, and the unsharded gradients of one layer before its reduce-scatter.
+(DeepSpeed's defaults: deepspeed/runtime/zero/config.py, `reduce_bucket_size`, `prefetch_bucket_size`.)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from portlayer.strategies import Strategy
+
+WEIGHT_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
+# Adam's state per trainable parameter: exp_avg and exp_avg_sq in fp32, and an fp32 master copy of the
+# weights when they are 16-bit (the ZeRO paper's K).
+ADAM_BYTES = {"fp32": 8, "bf16": 12, "fp16": 12}
+REDUCE_BUCKET = 500_000_000  # DeepSpeed's reduce_bucket_size, elements
+PREFETCH_BUCKET = 50_000_000  # DeepSpeed's stage3_prefetch_bucket_size, elements
+
+
+@dataclass(frozen=True)
+class ParameterCount:
+    """A model's parameters at full size, counted on the meta device."""
+
+    total: int
+    trainable: int
+    largest_layer: int  # the most parameters one decoder layer holds (what a sharded engine gathers at once)
+    largest_layer_trainable: int
+
+
+@dataclass(frozen=True)
+class ModelStates:
+    parameters: int
+    gradients: int
+    optimizer_state: int
+
+    @property
+    def total(self) -> int:
+        return self.parameters + self.gradients + self.optimizer_state
+
+
+def _share(size: int, sharded: bool, nproc: int) -> int:
+    """A rank's part of `size` bytes: all of it, or its 1/N shard (rounded up, as the engines pad)."""
+    return -(-size // nproc) if sharded else size
+
+
+def model_states(count: ParameterCount, strategy: Strategy, nproc: int, precision: str) -> ModelStates:
+    """Bytes per rank of weights, gradients and Adam state."""
+    weight = WEIGHT_BYTES[precision]
+    return ModelStates(
+        parameters=_share(count.total * weight, strategy.shards_parameters, nproc),
+        gradients=_share(count.trainable * weight, strategy.shards_gradients, nproc),
+        optimizer_state=_share(count.trainable * ADAM_BYTES[precision], strategy.shards_optimizer_state, nproc),
+    )
+
+
+def gradient_share(strategy: Strategy, nproc: int) -> float:
+    """The part of the gradients a rank keeps after each reduction: 1, or 1/N."""
+    return 1 / nproc if strategy.shards_gradients else 1.0
+
+
+def communication(count: ParameterCount, strategy: Strategy, precision: str) -> int:
+    """Bytes per rank of the buffers the strategy's engine allocates to communicate."""
+    weight = WEIGHT_BYTES[precision]
+    if strategy.engine == "ddp":
+        return count.trainable * weight
+    if strategy.engine == "fsdp2":
+        return (2 * count.largest_layer + count.largest_layer_trainable) * weight
+    bucket = min(REDUCE_BUCKET, count.trainable) * weight
+    if strategy.shards_parameters:
+        gathered = count.largest_layer + min(PREFETCH_BUCKET, count.largest_layer)
+        return bucket + gathered * weight
+    return bucket
