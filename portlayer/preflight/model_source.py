@@ -11,6 +11,7 @@ step does not depend on which tokens they are.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -57,7 +58,7 @@ class ModelSource:
         return int(getattr(self.config, LAYERS))
 
     def with_layers(self, layers: int) -> ModelSource:
-        config = self.config.__class__.from_dict(self.config.to_dict())
+        config = copy.deepcopy(self.config)  # not from_dict: that validates (and warns) again
         setattr(config, LAYERS, layers)
         return replace(self, config=config)
 
