@@ -14,8 +14,11 @@ engines' defaults:
   when fewer), in the gradients' dtype.
 - zero3: the same bucket, plus the parameters gathered for compute: the largest layer and the prefetch of
   the next, up to `stage3_prefetch_bucket_size` 5e7 elements.
-- fsdp2 (`fully_shard` per decoder layer): the unsharded parameters of the layer computed and of the one
-  prefetched, and the unsharded gradients of one layer before its reduce-scatter.
+- fsdp2 (`fully_shard` per decoder layer, then the model): the root's parameters (embeddings, final norm,
+  head), which the root keeps unsharded from its forward to the end of the backward, and the unsharded
+  parameters of the layer computed and of the one prefetched. Not counted: one layer's unsharded gradients
+  before their reduce-scatter, which live after the peak of a decoder model (the backward's start, where
+  the logits' gradient is).
 (DeepSpeed's defaults: deepspeed/runtime/zero/config.py, `reduce_bucket_size`, `prefetch_bucket_size`.)
 """
 
@@ -41,6 +44,7 @@ class ParameterCount:
     trainable: int
     largest_layer: int  # the most parameters one decoder layer holds (what a sharded engine gathers at once)
     largest_layer_trainable: int
+    outside_layers: int = 0  # the parameters of no decoder layer: embeddings, the final norm, the head
 
 
 @dataclass(frozen=True)
@@ -80,7 +84,7 @@ def communication(count: ParameterCount, strategy: Strategy, precision: str) -> 
     if strategy.engine == "ddp":
         return count.trainable * weight
     if strategy.engine == "fsdp2":
-        return (2 * count.largest_layer + count.largest_layer_trainable) * weight
+        return (count.outside_layers + 2 * count.largest_layer) * weight
     bucket = min(REDUCE_BUCKET, count.trainable) * weight
     if strategy.shards_parameters:
         gathered = count.largest_layer + min(PREFETCH_BUCKET, count.largest_layer)
