@@ -5,6 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.portlayer-installed
 BENCH_STAMP := $(VENV)/.portlayer-bench-installed
+DEEPSPEED_STAMP := $(VENV)/.portlayer-deepspeed-installed
 PIP_INSTALL := $(BIN)/python -m pip install -q --disable-pip-version-check -c constraints.txt
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
@@ -12,12 +13,20 @@ export HF_DATASETS_OFFLINE := 1
 
 .PHONY: demo test lint bench venv clean mutation
 
-venv: $(STAMP)
+venv: $(STAMP) $(DEEPSPEED_STAMP)
 
 $(STAMP): pyproject.toml setup.py constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(PIP_INSTALL) -e '.[migrate,train,dev]'
 	touch $(STAMP)
+
+# The tests also need the [deepspeed] extra (the trainer's ZeRO strategies). DeepSpeed ships as a source archive
+# only, and pip's build isolation would fetch a CUDA torch to build it: build it against the pinned cpu torch
+# (wheel present, --no-build-isolation), with no compiled ops (DS_BUILD_OPS=0; ZeRO needs none).
+$(DEEPSPEED_STAMP): $(STAMP)
+	$(PIP_INSTALL) wheel
+	DS_BUILD_OPS=0 $(PIP_INSTALL) --no-build-isolation -e '.[deepspeed]'
+	touch $(DEEPSPEED_STAMP)
 
 # The benchmarks also need the [bench] extra (accelerate, for HuggingFace's Trainer).
 $(BENCH_STAMP): $(STAMP)
@@ -30,14 +39,14 @@ demo: $(STAMP)
 
 # In random order (pytest-randomly), so that order dependence cannot come back: the seed is printed first
 # (-q hides pytest's header), and `make test SEED=N` repeats an order.
-test: $(STAMP)
+test: $(STAMP) $(DEEPSPEED_STAMP)
 	@seed=$${SEED:-$$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')}; \
 	echo "test order: --randomly-seed=$$seed (make test SEED=$$seed repeats it)"; \
 	$(BIN)/python -m pytest -q -n 2 --dist loadgroup -p randomly --randomly-seed=$$seed
 
 # Mutation testing (cosmic-ray) of the modules listed in tests/mutation/run.py; not part of `make test`.
 # `make mutation MUTATION_TARGETS="compare shell"` runs some; an interrupted run resumes where it stopped.
-mutation: $(STAMP)
+mutation: $(STAMP) $(DEEPSPEED_STAMP)
 	$(BIN)/python tests/mutation/run.py $(MUTATION_TARGETS)
 
 lint: $(STAMP)
