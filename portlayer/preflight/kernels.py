@@ -23,8 +23,8 @@ import torch
 
 from portlayer.atomic import write_atomic
 from portlayer.backends import BY_NAME
-from portlayer.preflight.targets import TARGETS
 from portlayer.errors import PortlayerError
+from portlayer.preflight.targets import TARGETS
 from portlayer.selection import device_module, module_installed
 
 # A kernel under one of these is written in terms of other ops and runs on any backend.

@@ -80,14 +80,17 @@ class ModelSource:
         return model
 
 
+def published(preset):
+    """The preset at its published size: tiny presets are defined by their overrides; a full-size preset's
+    own overrides are the trainer's choices (its mixtral-8x7b keeps 1 of 32 layers) and are left out."""
+    return preset if preset.name.endswith("-tiny") else replace(preset, config_overrides=())
+
+
 def from_preset(name: str, *, batch_size: int | None, seq_len: int | None, overrides: Mapping[str, Any]):
-    """A preset at its published size (a full-size preset's own overrides are the trainer's choices and are
-    left out; `overrides` puts fields back)."""
+    """A preset at its published size; `overrides` puts config fields back."""
     from portlayer.train import presets
 
-    preset = presets.get_preset(name)
-    if not name.endswith("-tiny"):
-        preset = replace(preset, config_overrides=())
+    preset = published(presets.get_preset(name))
     config, _ = presets.build_config(preset, parity=False, config_overrides=dict(overrides),
                                      override_source="--override")
     batch = presets.example_batch(preset, batch_size=batch_size or preset.per_device_batch,

@@ -10,16 +10,18 @@ their weights only, sharded where the weights are.
 What shards what comes from `portlayer.strategies`, the table the trainer applies; the buffer sizes are the
 engines' defaults:
 - ddp: one flat copy of the gradients, DistributedDataParallel's buckets (`gradient_as_bucket_view=False`).
-- zero1, zero2: DeepSpeed's contiguous gradient bucket, `reduce_bucket_size` 5e8 elements (or the gradients,
-  when fewer), in the gradients' dtype.
-- zero3: the same bucket, plus the parameters gathered for compute: the largest layer and the prefetch of
-  the next, up to `stage3_prefetch_bucket_size` 5e7 elements.
+- zero1, zero2: DeepSpeed's contiguous gradient bucket, `reduce_bucket_size` 5e8 elements, allocated whole
+  in the gradients' dtype (2 GB in fp32 even for a small model: measured on the stand-in).
+- zero3: the same bucket, plus the parameters gathered for compute, which DeepSpeed releases only beyond
+  `stage3_max_live_parameters` 1e9: the whole model below that, 1e9 parameters above.
 - fsdp2 (`fully_shard` per decoder layer, then the model): the root's parameters (embeddings, final norm,
   head), which the root keeps unsharded from its forward to the end of the backward, and the unsharded
   parameters of the layer computed and of the one prefetched. Not counted: one layer's unsharded gradients
   before their reduce-scatter, which live after the peak of a decoder model (the backward's start, where
   the logits' gradient is).
-(DeepSpeed's defaults: deepspeed/runtime/zero/config.py, `reduce_bucket_size`, `prefetch_bucket_size`.)
+(DeepSpeed's defaults: deepspeed/runtime/zero/config.py, `reduce_bucket_size`, `max_live_parameters`.)
+DeepSpeed also keeps an fp32 copy of each rank's partition whatever the weights' dtype: its Adam state is
+12 bytes a trainable parameter in fp32 training too.
 """
 
 from __future__ import annotations
@@ -30,10 +32,13 @@ from portlayer.strategies import Strategy
 
 WEIGHT_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
 # Adam's state per trainable parameter: exp_avg and exp_avg_sq in fp32, and an fp32 master copy of the
-# weights when they are 16-bit (the ZeRO paper's K).
+# weights when they are 16-bit (the ZeRO paper's K). DeepSpeed's ZeRO optimizer keeps the fp32 copy of its
+# partition whatever the weights' dtype (`single_partition_of_fp32_groups`, `fp32_partitioned_groups_flat`).
 ADAM_BYTES = {"fp32": 8, "bf16": 12, "fp16": 12}
-REDUCE_BUCKET = 500_000_000  # DeepSpeed's reduce_bucket_size, elements
+DEEPSPEED_ADAM_BYTES = 12
+REDUCE_BUCKET = 500_000_000  # DeepSpeed's reduce_bucket_size, elements: the bucket is allocated whole
 PREFETCH_BUCKET = 50_000_000  # DeepSpeed's stage3_prefetch_bucket_size, elements
+MAX_LIVE_PARAMETERS = 1_000_000_000  # DeepSpeed's stage3_max_live_parameters
 
 
 @dataclass(frozen=True)
@@ -69,8 +74,13 @@ def model_states(count: ParameterCount, strategy: Strategy, nproc: int, precisio
     return ModelStates(
         parameters=_share(count.total * weight, strategy.shards_parameters, nproc),
         gradients=_share(count.trainable * weight, strategy.shards_gradients, nproc),
-        optimizer_state=_share(count.trainable * ADAM_BYTES[precision], strategy.shards_optimizer_state, nproc),
+        optimizer_state=_share(count.trainable * adam_bytes(strategy, precision), strategy.shards_optimizer_state,
+                               nproc),
     )
+
+
+def adam_bytes(strategy: Strategy, precision: str) -> int:
+    return DEEPSPEED_ADAM_BYTES if strategy.engine == "deepspeed" else ADAM_BYTES[precision]
 
 
 def gradient_share(strategy: Strategy, nproc: int) -> float:
@@ -85,8 +95,9 @@ def communication(count: ParameterCount, strategy: Strategy, precision: str) -> 
         return count.trainable * weight
     if strategy.engine == "fsdp2":
         return (count.outside_layers + 2 * count.largest_layer) * weight
-    bucket = min(REDUCE_BUCKET, count.trainable) * weight
+    bucket = REDUCE_BUCKET * weight
     if strategy.shards_parameters:
-        gathered = count.largest_layer + min(PREFETCH_BUCKET, count.largest_layer)
-        return bucket + gathered * weight
+        # Gathered parameters are released only beyond max_live_parameters (and the prefetch): a model
+        # smaller than that stays gathered whole; a larger one holds that many.
+        return bucket + min(count.total, MAX_LIVE_PARAMETERS) * weight
     return bucket

@@ -1,0 +1,67 @@
+"""Preflight's memory per rank against the bytes the stand-in npu's allocator counts for the same step on
+2 ranks, under each strategy: within 5%.
+
+The step (tests/stand_in/strategy_step.py) is preflight's for the same arguments: the model built from the
+same config.json, its batch, AdamW (foreach) and gradient clipping, wrapped by the strategy (torch's DDP and
+fully_shard, DeepSpeed's engine at ZeRO 1-3), the second step measured. The stand-in counts every byte a
+tensor on the device holds (no caching, no rounding), so what is compared is the prediction itself.
+
+DeepSpeed's 2 GB gradient bucket (reduce_bucket_size 5e8 fp32 elements, allocated whole) outweighs the rest
+of so small a model, so the rest (the total less the strategy's buffers) is compared on its own too.
+"""
+
+import functools
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from portlayer.preflight.model_source import Training, from_config_file
+from portlayer.preflight.per_rank import predict
+from tests.fake_device import torchrun
+
+STEP = Path(__file__).with_name("strategy_step.py")
+# A Qwen2 of 2 layers, wide enough that weights, gradients, optimizer state and activations each weigh in.
+TINY_QWEN = {"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "hidden_size": 128,
+             "intermediate_size": 320, "num_attention_heads": 4, "num_key_value_heads": 4, "num_hidden_layers": 2,
+             "vocab_size": 1024, "max_position_embeddings": 256, "tie_word_embeddings": False}
+BATCH, SEQ_LEN = 2, 64
+STRATEGIES = ["ddp", "fsdp2", "zero1", "zero2", "zero3"]
+# Measured, not yet explained: the rest of the step under ZeRO-2 is 7% below the prediction (its peak is
+# lower than ZeRO-1's by 0.85 MB where 1.28 MB of gradients are sharded), under ZeRO-3 11% above (what it
+# gathers beyond the whole model's weights). docs/preflight.md reports both.
+KNOWN_GAPS = {"zero2", "zero3"}
+
+
+@functools.cache
+def measured_and_predicted(strategy: str, directory: Path) -> tuple[list[int], object]:
+    config = directory / "config.json"
+    config.write_text(json.dumps(TINY_QWEN))
+    # DeepSpeed's npu accelerator reads the CANN install path, as on an Ascend host.
+    run = torchrun("npu", STEP, config, strategy, BATCH, SEQ_LEN, cwd=directory, timeout=600,
+                   env={"ASCEND_HOME_PATH": str(directory)})
+    assert run.returncode == 0, run.stdout[-4000:]
+    # The ranks share one pipe: their lines may run together.
+    peaks = [int(peak) for peak in re.findall(r'\{"rank": \d, "peak": (\d+)\}', run.stdout)]
+    assert len(peaks) == 2, run.stdout[-4000:]
+    source = from_config_file(config, batch_size=BATCH, seq_len=SEQ_LEN, overrides={})
+    return peaks, predict(source, Training("fp32", strategy, nproc=2)).memory
+
+
+@pytest.fixture(scope="module")
+def measure(tmp_path_factory, stand_in_device):
+    return lambda strategy: measured_and_predicted(strategy, tmp_path_factory.mktemp(strategy))
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_the_peak_per_rank_is_within_5_percent_of_the_device_allocator(strategy, measure):
+    peaks, memory = measure(strategy)
+    for peak in peaks:
+        assert abs(memory.total - peak) <= 0.05 * peak, (strategy, memory.total, peak)
+        without_buffers = peak - memory.communication
+        off = abs(memory.total - memory.communication - without_buffers) / without_buffers
+        if strategy in KNOWN_GAPS:
+            assert off > 0.05, f"{strategy}: now within 5% ({off:.1%}): take it out of KNOWN_GAPS"
+        else:
+            assert off <= 0.05, (strategy, memory, peak)
