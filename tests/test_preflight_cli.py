@@ -74,7 +74,7 @@ def test_a_step_that_does_not_fit_says_by_how_much_and_what_would_fit(tmp_path):
     # No musa list here: the ops are recorded, not checked, and the memory answer still comes.
     assert "not checked: no kernel list for musa" in result.output
     options = {s["option"].split("=")[0].split(" ")[0]: s for s in report["device"]["suggestions"]}
-    assert set(options) == {"--override", "--batch-size", "--precision"}
+    assert set(options) == {"--override", "--batch-size", "--gradient-checkpointing", "--precision"}
     fitting = [s for s in report["device"]["suggestions"] if s["fits"]]
     assert fitting and all(s["memory"] <= capacity for s in fitting)
     assert "to fit:" in result.output

@@ -108,7 +108,7 @@ class Suggestion:
 def suggestions(shape: Shape, layers: int, batch_size: int, memory, capacity: int,
                 measure: Callable[[Shape], Any]) -> list[Suggestion]:
     """What would bring the step within `capacity`, where portlayer knows: fewer layers, a smaller batch,
-    16-bit weights. `measure(shape)` predicts another step (a `RankMemory`); each suggestion says how it
+    gradient checkpointing, 16-bit weights. `measure(shape)` predicts another step (a `RankMemory`); each suggestion says how it
     was found."""
     found = []
     if layers > 1:
@@ -130,6 +130,10 @@ def suggestions(shape: Shape, layers: int, batch_size: int, memory, capacity: in
         predicted = one.total + round(per_sample * (most - 1))
         found.append(Suggestion(f"--batch-size {most}", predicted, predicted <= capacity,
                                 f"{format_bytes(round(per_sample))} a sample, measured at 1 and {batch_size}"))
+    if not shape.training.gradient_checkpointing:
+        recomputed = measure(replace(shape, training=replace(shape.training, gradient_checkpointing=True))).total
+        found.append(Suggestion("--gradient-checkpointing", recomputed, recomputed <= capacity,
+                                "each layer's activations recomputed in the backward: predicted"))
     if shape.training.precision == "fp32":
         bf16 = measure(replace(shape, training=replace(shape.training, precision="bf16"))).total
         found.append(Suggestion("--precision bf16", bf16, bf16 <= capacity,
