@@ -86,7 +86,9 @@ def count_parameters(source: ModelSource, training: Training) -> sharding.Parame
 
 def fake_step(source: ModelSource, training: Training, layers: int,
               progress: Callable[[str], None] | None = None) -> FakeStep:
-    """One unsharded rank's step of the model cut to `layers` layers, with fake tensors."""
+    """One unsharded rank's step of the model cut to `layers` layers, with fake tensors; under DDP wrapped in
+    DDP, so that its ops are recorded as a rank dispatches them (the bucket copies; the buckets' bytes are
+    left out of the fake step's figures here, `sharding` counts them)."""
     import torch
 
     def make_optimizer(model):
@@ -95,7 +97,8 @@ def fake_step(source: ModelSource, training: Training, layers: int,
                                  weight_decay=source.weight_decay, foreach=True)
 
     return run_fake_step(lambda: source.build(training, layers), source.batch, make_optimizer=make_optimizer,
-                         clip_grad_norm=source.max_grad_norm, precision=training.precision, progress=progress)
+                         clip_grad_norm=source.max_grad_norm, precision=training.precision,
+                         ddp=training.strategy == "ddp", progress=progress)
 
 
 def _scaled(one: Memory, two: Memory, layers: int, field: str) -> int:
