@@ -104,8 +104,9 @@ def test_named_devices_carry_their_published_memory():
         (["--preset", "gpt2-tiny", "--target", "npu", "--kernels", "absent.txt"], "cannot read kernel list"),
         (["--preset", "no-such-model", "--target", "npu"], "unknown preset"),
         (["--target", "npu"], "pass --preset"),
-        (["--preset", "gpt2-tiny", "--config", "config.json"], "pass --preset NAME or --config PATH"),
-        (["--config", "absent/config.json"], "not a HuggingFace config.json"),
+        (["--preset", "gpt2-tiny", "--config", "bad.json"], "pass --preset NAME or --config PATH"),
+        (["--config", "absent/config.json"], "does not exist"),
+        (["--config", "bad.json"], "not a HuggingFace config.json"),
         (["--preset", "gpt2-tiny", "--strategy", "zero4"], "Invalid value for '--strategy'"),
         (["--preset", "gpt2-tiny", "--nproc", "0"], "Invalid value for '--nproc'"),
         (["--preset", "bert-base-uncased-tiny", "--lora-r", "0"], "Invalid value for '--lora-r'"),
@@ -121,6 +122,7 @@ def test_named_devices_carry_their_published_memory():
 )
 def test_unusable_input_is_one_line_and_exit_2(args, message, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
+    (tmp_path / "bad.json").write_text("{not json")
     result = run(*args)
     assert result.exit_code == 2
     assert message in result.output and "Traceback" not in result.output

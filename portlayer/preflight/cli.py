@@ -56,7 +56,7 @@ class Progress:
 
 @click.command("preflight")
 @click.option("--preset", help="Model preset whose training step to check (gpt2, mixtral-8x7b, gpt2-tiny, …).")
-@click.option("--config", "config_path", type=click.Path(dir_okay=False),
+@click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False),
               help="A HuggingFace config.json instead of a preset (any architecture; read offline).")
 @click.option("--target", type=click.Choice(TARGETS),
               help="Backend to check the ops against. Default: the --device's, when it has a plugin.")
