@@ -7,11 +7,11 @@ momentum and variance); ZeRO stage 1 divides the 12Ψ by the world size N, stage
 the weights too. fp32 training has no master copy: 4Ψ + 4Ψ + 8Ψ. Frozen parameters (a LoRA base) cost
 their weights only, sharded where the weights are.
 
-What shards what comes from `portlayer.strategies`, the table the trainer applies; the buffer sizes are the
-engines' defaults:
+What shards what comes from `portlayer.strategies`, the table the trainer applies; the buffer sizes are what
+the trainer configures (`portlayer.strategies.zero.deepspeed_config`) or the engines' defaults:
 - ddp: one flat copy of the gradients, DistributedDataParallel's buckets (`gradient_as_bucket_view=False`).
-- zero1, zero2: DeepSpeed's contiguous gradient bucket, `reduce_bucket_size` 5e8 elements, allocated whole
-  in the gradients' dtype (2 GB in fp32 even for a small model: measured on the stand-in).
+- zero1, zero2: DeepSpeed's contiguous gradient bucket, allocated whole in the gradients' dtype:
+  `reduce_bucket_size` as the trainer sets it, DeepSpeed's 5e8 elements or the model's size when smaller.
 - zero3: the same bucket, plus the parameters gathered for compute, which DeepSpeed releases only beyond
   `stage3_max_live_parameters` 1e9: the whole model below that, 1e9 parameters above.
 - fsdp2 (`fully_shard` per decoder layer, then the model): the root's parameters (embeddings, final norm,
@@ -19,7 +19,7 @@ engines' defaults:
   parameters of the layer computed and of the one prefetched. Not counted: one layer's unsharded gradients
   before their reduce-scatter, which live after the peak of a decoder model (the backward's start, where
   the logits' gradient is).
-(DeepSpeed's defaults: deepspeed/runtime/zero/config.py, `reduce_bucket_size`, `max_live_parameters`.)
+(DeepSpeed's default: deepspeed/runtime/zero/config.py, `max_live_parameters`.)
 DeepSpeed also keeps an fp32 copy of each rank's partition whatever the weights' dtype: its Adam state is
 12 bytes a trainable parameter in fp32 training too.
 """
@@ -36,8 +36,6 @@ WEIGHT_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
 # partition whatever the weights' dtype (`single_partition_of_fp32_groups`, `fp32_partitioned_groups_flat`).
 ADAM_BYTES = {"fp32": 8, "bf16": 12, "fp16": 12}
 DEEPSPEED_ADAM_BYTES = 12
-REDUCE_BUCKET = 500_000_000  # DeepSpeed's reduce_bucket_size, elements: the bucket is allocated whole
-PREFETCH_BUCKET = 50_000_000  # DeepSpeed's stage3_prefetch_bucket_size, elements
 MAX_LIVE_PARAMETERS = 1_000_000_000  # DeepSpeed's stage3_max_live_parameters
 
 
@@ -79,6 +77,16 @@ def model_states(count: ParameterCount, strategy: Strategy, nproc: int, precisio
     )
 
 
+def deepspeed_bucket(strategy: Strategy, count: ParameterCount) -> int:
+    """DeepSpeed's reduce bucket in elements, as the trainer configures the engine (its own code)."""
+    from portlayer.strategies.parallel import Setup
+    from portlayer.strategies.zero import deepspeed_config
+
+    setup = Setup(group=None, device=None, make_optimizer=None, make_scheduler=None, micro_batch=1, grad_accum=1,
+                  max_grad_norm=1.0)
+    return deepspeed_config(strategy, setup, count.total)["zero_optimization"]["reduce_bucket_size"]
+
+
 def adam_bytes(strategy: Strategy, precision: str) -> int:
     return DEEPSPEED_ADAM_BYTES if strategy.engine == "deepspeed" else ADAM_BYTES[precision]
 
@@ -95,7 +103,7 @@ def communication(count: ParameterCount, strategy: Strategy, precision: str) -> 
         return count.trainable * weight
     if strategy.engine == "fsdp2":
         return (count.outside_layers + 2 * count.largest_layer) * weight
-    bucket = REDUCE_BUCKET * weight
+    bucket = deepspeed_bucket(strategy, count) * weight
     if strategy.shards_parameters:
         # Gathered parameters are released only beyond max_live_parameters (and the prefetch): a model
         # smaller than that stays gathered whole; a larger one holds that many.
