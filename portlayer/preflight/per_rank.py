@@ -13,8 +13,8 @@ Two sources, each exact where it can be:
   scaled answer against a whole step of a 4-layer model.
 
 The fake step runs one unsharded rank (the batch is per rank under every strategy); the strategy then takes
-its share: the gradients at the peak are divided by N where the strategy shards them, the optimizer's
-temporaries where it shards the optimizer state.
+its share: the gradients at the peak are divided by N where the strategy shards them (ZeRO-3 holds its
+whole gradient partition from the start), the optimizer's temporaries where it shards the optimizer state.
 """
 
 from __future__ import annotations
@@ -128,10 +128,9 @@ def predict(source: ModelSource, training: Training, progress: Callable[[str], N
     def at(phase: str, field: str) -> int:
         return _at(steps, full, phase, field)
 
-    grads_share = sharding.gradient_share(strategy, training.nproc)
     training_peak = RankMemory(
         parameters=states.parameters,
-        gradients=round(at("training", "gradients") * grads_share),
+        gradients=sharding.gradients_at_peak(strategy, training.nproc, states, at("training", "gradients")),
         optimizer_state=states.optimizer_state,
         activations=at("training", "activations"),
         communication=communication,

@@ -91,9 +91,13 @@ def adam_bytes(strategy: Strategy, precision: str) -> int:
     return DEEPSPEED_ADAM_BYTES if strategy.engine == "deepspeed" else ADAM_BYTES[precision]
 
 
-def gradient_share(strategy: Strategy, nproc: int) -> float:
-    """The part of the gradients a rank keeps after each reduction: 1, or 1/N."""
-    return 1 / nproc if strategy.shards_gradients else 1.0
+def gradients_at_peak(strategy: Strategy, nproc: int, states: ModelStates, alive: int) -> int:
+    """Gradient bytes a rank holds at the backward's peak, where an unsharded rank would hold `alive`: its
+    share of those (1/N where the strategy shards gradients); but DeepSpeed's ZeRO-3 allocates its whole
+    flat gradient partition up front (stage3.py, `grad_partitions_flat_buffer`)."""
+    if strategy.engine == "deepspeed" and strategy.shards_parameters:
+        return states.gradients
+    return round(alive / nproc) if strategy.shards_gradients else alive
 
 
 def communication(count: ParameterCount, strategy: Strategy, precision: str) -> int:
