@@ -67,6 +67,9 @@ def prepare(strategy: Strategy, core, setup):
         raise PortlayerError(
             f"--strategy {strategy.name} shards across ranks: launch with torchrun or the deepspeed launcher"
         )
+    if setup.precision == "fp16":
+        # torch's GradScaler unscales whole gradients; a sharded strategy would need its own loss scaling.
+        raise PortlayerError(f"--strategy {strategy.name} trains in fp32 or bf16, not fp16 (no sharded loss scaling)")
     if strategy.engine == "fsdp2":
         from portlayer.strategies.fsdp2 import Fsdp2Parallel
 

@@ -30,9 +30,26 @@ _LOAD = StateDictOptions(full_state_dict=True)
 
 def blocks(model: torch.nn.Module) -> list[torch.nn.Module]:
     """The model's repeated blocks, as HuggingFace names them (`_no_split_modules`: GPT2Block, BertLayer,
-    MixtralDecoderLayer, …): each becomes one unit gathered for its forward and freed after."""
+    MixtralDecoderLayer, …): each becomes one unit gathered for its forward and freed after. A block that
+    shares a parameter with the rest of the model (BERT's word embeddings, tied to its masked-LM head) stays
+    in the model's own unit: fully_shard places a parameter in one unit only."""
     names = set(getattr(model, "_no_split_modules", None) or ())
-    return [module for module in model.modules() if type(module).__name__ in names]
+    return [
+        module
+        for module in model.modules()
+        if type(module).__name__ in names and not _shares_parameters(model, module)
+    ]
+
+
+def _shares_parameters(model: torch.nn.Module, block: torch.nn.Module) -> bool:
+    inside = {id(parameter) for parameter in block.parameters()}
+    block_modules = {id(module) for module in block.modules()}
+    return any(
+        id(parameter) in inside
+        for module in model.modules()
+        if id(module) not in block_modules
+        for parameter in module.parameters(recurse=False)
+    )
 
 
 class Fsdp2Parallel(Parallel):

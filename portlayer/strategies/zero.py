@@ -53,17 +53,12 @@ def deepspeed_config(strategy: Strategy, setup: Setup, parameters: int) -> dict:
 class ZeroParallel(Parallel):
     @classmethod
     def prepare(cls, strategy: Strategy, core: torch.nn.Module, setup: Setup) -> ZeroParallel:
-        if setup.precision == "fp16":
-            raise PortlayerError(
-                f"--strategy {strategy.name} with --precision fp16: the trainer's loss scaling is torch's, "
-                "not DeepSpeed's; use bf16 or fp32"
-            )
-        use_active_backend()
-        import deepspeed
-        import deepspeed.ops
+        if use_active_backend().device_name() == "cpu":
+            import deepspeed.ops
 
-        # DeepSpeed's table of the ops it may build (its module keeps one dict, so a change persists).
-        deepspeed.ops.__compatible_ops__[_INFERENCE_ALL_REDUCE_OP] = False
+            # DeepSpeed's table of the ops it may build (its module keeps one dict, so a change persists).
+            deepspeed.ops.__compatible_ops__[_INFERENCE_ALL_REDUCE_OP] = False
+        import deepspeed
 
         engine, optimizer, _, scheduler = deepspeed.initialize(
             model=core,
