@@ -22,7 +22,7 @@ import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 from portlayer.train import presets  # noqa: E402
 
-from portlayer.preflight import plan  # noqa: E402
+from portlayer.preflight import model_source, plan  # noqa: E402
 from portlayer.preflight.measure import cpu_peak, resident  # noqa: E402
 
 CONFIGS = [  # (preset, batch, seq, overrides)
@@ -37,7 +37,7 @@ CONFIGS = [  # (preset, batch, seq, overrides)
 
 def measured(shape: plan.Shape) -> int:
     """The real step's peak on the cpu: DDP over one gloo rank, the third step, as the trainer runs it."""
-    preset = plan.published(presets.get_preset(shape.preset))
+    preset = model_source.published(presets.get_preset(shape.preset))
     config, _ = presets.build_config(preset, parity=False, config_overrides=dict(shape.overrides))
     model = presets.build_model(preset, parity=False, config=config)
     batch = presets.example_batch(preset, batch_size=shape.batch_size, seq_len=shape.seq_len)

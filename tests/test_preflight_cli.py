@@ -2,12 +2,15 @@
 input."""
 
 import json
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
 from portlayer.cli import cli
 from portlayer.preflight.devices import DEVICES, GiB, parse_size
+
+REPO = Path(__file__).resolve().parent.parent
 
 
 def run(*args):
@@ -30,12 +33,13 @@ def test_tiny_preset_against_the_committed_npu_list(tmp_path):
     phases = {phase for op in report["ops"] for phase in op["phases"]}
     assert phases == {"forward", "backward", "optimizer"}
     # The preset's published per-device batch and sequence, per rank of a DDP job.
-    assert report["shape"] == {"preset": "gpt2-tiny", "batch_size": 8, "seq_len": 64, "overrides": {},
-                               "precision": "fp32", "ddp": True}
+    assert report["shape"] == {"model": "gpt2-tiny", "batch_size": 8, "seq_len": 64, "overrides": {},
+                               "layers": 2, "precision": "fp32", "strategy": "ddp", "nproc": 1, "lora_r": None,
+                               "gradient_checkpointing": False}
     memory = report["memory"]
-    assert memory["parameters"] == memory["ddp_buckets"] > 0  # fp32 parameters; one bucket copy of them
+    assert memory["parameters"] == memory["communication"] > 0  # fp32 parameters; one DDP bucket copy of them
     assert memory["total"] == sum(memory[part] for part in ("parameters", "gradients", "optimizer_state",
-                                                            "activations", "ddp_buckets", "buffers"))
+                                                            "activations", "communication", "buffers"))
 
 
 def test_ops_missing_from_a_kernel_list_fail_with_their_origin(tmp_path):
@@ -70,7 +74,7 @@ def test_a_step_that_does_not_fit_says_by_how_much_and_what_would_fit(tmp_path):
     # No musa list here: the ops are recorded, not checked, and the memory answer still comes.
     assert "not checked: no kernel list for musa" in result.output
     options = {s["option"].split("=")[0].split(" ")[0]: s for s in report["device"]["suggestions"]}
-    assert set(options) == {"--override", "--batch-size", "--precision"}
+    assert set(options) == {"--override", "--batch-size", "--gradient-checkpointing", "--precision"}
     fitting = [s for s in report["device"]["suggestions"] if s["fits"]]
     assert fitting and all(s["memory"] <= capacity for s in fitting)
     assert "to fit:" in result.output
@@ -78,9 +82,10 @@ def test_a_step_that_does_not_fit_says_by_how_much_and_what_would_fit(tmp_path):
 
 def test_sarif_names_the_memory_verdict():
     sarif = run("--preset", "gpt2-tiny", "--target", "musa", "--device", "s4000", "--output-format", "sarif")
-    results = json.loads(sarif.output)["runs"][0]["results"]
-    assert [r["ruleId"] for r in results] == ["PF103", "PF202"]  # ops not checked (no list); memory fits
-    assert "fits s4000 (Moore Threads MTT S4000, 48.0 GiB)" in results[1]["message"]["text"]
+    results = json.loads(sarif.stdout)["runs"][0]["results"]  # stdout: transformers logs to stderr
+    # ops not checked (no list); the memory per rank; it fits
+    assert [r["ruleId"] for r in results] == ["PF103", "PF203", "PF202"]
+    assert "fits s4000 (Moore Threads MTT S4000, 48.0 GiB)" in results[2]["message"]["text"]
     assert sarif.exit_code == 0
 
 
@@ -99,6 +104,12 @@ def test_named_devices_carry_their_published_memory():
         (["--preset", "gpt2-tiny", "--target", "npu", "--kernels", "absent.txt"], "cannot read kernel list"),
         (["--preset", "no-such-model", "--target", "npu"], "unknown preset"),
         (["--target", "npu"], "pass --preset"),
+        (["--preset", "gpt2-tiny", "--config", "bad.json"], "pass --preset NAME or --config PATH"),
+        (["--config", "absent/config.json"], "does not exist"),
+        (["--config", "bad.json"], "not a HuggingFace config.json"),
+        (["--preset", "gpt2-tiny", "--strategy", "zero4"], "Invalid value for '--strategy'"),
+        (["--preset", "gpt2-tiny", "--nproc", "0"], "Invalid value for '--nproc'"),
+        (["--preset", "bert-base-uncased-tiny", "--lora-r", "0"], "Invalid value for '--lora-r'"),
         (["--target", "npu", "--export-kernels", "out.txt"], "needs torch_npu installed"),
         (["--preset", "gpt2-tiny", "--target", "cuda"], "Invalid value for '--target'"),
         (["--preset", "gpt2-tiny", "--target", "npu", "--device", "v100"], "unknown device 'v100'"),
@@ -111,6 +122,7 @@ def test_named_devices_carry_their_published_memory():
 )
 def test_unusable_input_is_one_line_and_exit_2(args, message, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
+    (tmp_path / "bad.json").write_text("{not json")
     result = run(*args)
     assert result.exit_code == 2
     assert message in result.output and "Traceback" not in result.output
@@ -132,3 +144,57 @@ def test_progress_names_the_stage_on_a_terminal_only(monkeypatch):
         progress("backward")
         progress.close()
         assert ("preflight: backward" in stream.getvalue()) is shown
+
+
+QWEN = REPO / "examples" / "configs" / "qwen1.5-7b" / "config.json"
+
+
+def test_the_qwen_config_has_qwen15_7bs_published_parameter_count():
+    from portlayer.preflight import per_rank
+    from portlayer.preflight.model_source import Training, from_config_file
+
+    source = from_config_file(QWEN, batch_size=1, seq_len=8, overrides={})
+    # Qwen1.5-7B's model card: 7.72B parameters. By hand: untied embedding and head, 32 layers of
+    # q/k/v/o (q, k, v with bias), a SwiGLU MLP and two RMSNorms, and the final norm.
+    vocab, hidden, inner = 151936, 4096, 11008
+    layer = 4 * hidden * hidden + 3 * hidden + 3 * hidden * inner + 2 * hidden
+    assert per_rank.count_parameters(source, Training()).total == 2 * vocab * hidden + 32 * layer + hidden
+    lora = per_rank.count_parameters(source, Training(lora_r=8))
+    assert lora.trainable == 32 * 4 * 8 * (hidden + hidden)  # r x (in + out) beside each of q, k, v, o
+
+
+TINY_QWEN = {"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "hidden_size": 64,
+             "intermediate_size": 160, "num_attention_heads": 4, "num_key_value_heads": 4, "num_hidden_layers": 3,
+             "vocab_size": 512, "max_position_embeddings": 256, "tie_word_embeddings": False}
+
+
+def test_a_config_file_under_zero3_with_lora_in_text_and_json(tmp_path):
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps(TINY_QWEN))
+    common = ["--config", str(config), "--strategy", "zero3", "--nproc", "4", "--lora-r", "8", "--precision",
+              "bf16", "--seq-len", "64", "--memory", "1GiB"]
+    report_path = tmp_path / "report.json"
+    text = run(*common, "--report", str(report_path))
+    assert text.exit_code == 0, text.output
+    assert "bf16, zero3 on 4 ranks, LoRA r=8), peak in the" in text.output
+    assert "not checked: no --target" in text.output
+    report = json.loads(report_path.read_text())
+    count, memory = report["parameters"], report["memory"]
+    assert report["shape"]["strategy"] == "zero3" and report["shape"]["batch_size"] == 1
+    assert memory["parameters"] == -(-count["total"] * 2 // 4)  # bf16 weights, a quarter each
+    assert memory["optimizer_state"] == -(-count["trainable"] * 12 // 4)
+    found = json.loads(run(*common, "--output-format", "json").stdout)
+    assert [f["code"] for f in found] == ["PF103", "PF203", "PF202"]
+    assert f"peak {memory['total'] / 2**20:.1f} MiB per rank" in found[1]["message"]
+
+
+def test_a_device_names_the_target_it_runs():
+    result = run("--preset", "gpt2-tiny", "--device", "910b")
+    assert "preflight npu: all " in result.output and result.exit_code == 0
+
+
+def test_codes_doc_is_generated_from_the_table():
+    from portlayer.preflight.codes import CODES, markdown
+
+    assert (REPO / "docs" / "preflight-codes.md").read_text() == markdown()
+    assert all(code.startswith(("PF1", "PF2")) for code in CODES)

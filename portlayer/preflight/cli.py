@@ -1,12 +1,14 @@
-"""`portlayer preflight`: will a preset's training step run natively on the target, and fit its memory?
+"""`portlayer preflight`: will a model's training step run natively on the target, and fit its memory?
 
+    portlayer preflight --config qwen1.5-7b/config.json --strategy zero3 --nproc 4 --lora-r 8 --precision bf16 \
+        --device 910b
     portlayer preflight --preset mixtral-8x7b --target musa --batch-size 1 --device s4000
     portlayer preflight --preset gpt2 --target npu --memory 48GiB --report preflight.json
     portlayer preflight --export-kernels npu-kernels.txt --target npu    # on an Ascend host, once
     portlayer preflight --preset gpt2 --target npu --kernels npu-kernels.txt
 
-The step runs with fake tensors at the published size (nothing is computed or allocated): its ops are
-checked against the target's kernels, its peak memory per rank against the device's.
+The step runs with fake tensors (nothing is computed or allocated): its ops are checked against the target's
+kernels, its peak memory per rank under the strategy against the device's.
 Exit 0: every op native and the step fits; 1: something would fall back, fail or not fit; 2: unusable input.
 """
 
@@ -14,17 +16,18 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import dataclass
 
 import click
 
-from portlayer.backends import PROBE_ORDER
 from portlayer.errors import PortlayerError
 from portlayer.errors import fail as _fail
 from portlayer.findings import FORMATS
+from portlayer.preflight.targets import TARGETS
 from portlayer.progress import terminal_bar
+from portlayer.strategies import DEFAULT as DEFAULT_STRATEGY
+from portlayer.strategies import STRATEGIES
 
-# portlayer.preflight.kernels.TARGETS, read without importing torch (`portlayer --help` lists this command).
-TARGETS = [backend.name for backend in PROBE_ORDER if backend.is_plugin]
 STAGES = {"setup": "loading torch and the model code", "model": "building the model (fake tensors)",
           "forward": "forward", "backward": "backward", "optimizer": "optimizer step",
           "suggest": "what would make it fit"}
@@ -53,48 +56,64 @@ class Progress:
 
 @click.command("preflight")
 @click.option("--preset", help="Model preset whose training step to check (gpt2, mixtral-8x7b, gpt2-tiny, …).")
-@click.option("--target", type=click.Choice(TARGETS), required=True, help="Backend to check against.")
+@click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False),
+              help="A HuggingFace config.json instead of a preset (any architecture; read offline).")
+@click.option("--target", type=click.Choice(TARGETS),
+              help="Backend to check the ops against. Default: the --device's, when it has a plugin.")
 @click.option("--kernels", "kernels", type=click.Path(dir_okay=False),
               help="Kernel list to check against (from --export-kernels, or one op name a line).")
 @click.option("--report", "report_path", type=click.Path(dir_okay=False), help="Also write the report as JSON.")
 @click.option("--export-kernels", "export_path", type=click.Path(dir_okay=False),
               help="Write the ops the installed vendor plugin has kernels for, and exit.")
-@click.option("--batch-size", type=click.IntRange(min=1), help="Per-device batch. Default: the preset's.")
-@click.option("--seq-len", type=click.IntRange(min=2), help="Default: the preset's.")
+@click.option("--batch-size", type=click.IntRange(min=1), help="Per-device batch. Default: the preset's, 1 for --config.")
+@click.option("--seq-len", type=click.IntRange(min=2), help="Default: the preset's, 2048 for --config.")
 @click.option("--override", "overrides", multiple=True, metavar="FIELD=VALUE",
               help="Model config field to override, e.g. num_hidden_layers=1 (repeatable).")
 @click.option("--precision", type=click.Choice(["fp32", "bf16", "fp16"]), default="fp32", show_default=True,
-              help="As the trainer's --precision: autocast for bf16/fp16.")
+              help="bf16/fp16: 16-bit weights and autocast, fp32 master weights in the optimizer.")
+@click.option("--strategy", type=click.Choice(list(STRATEGIES)), default=DEFAULT_STRATEGY, show_default=True,
+              help="How the job shards its state (portlayer.strategies, as the trainer runs it).")
+@click.option("--nproc", type=click.IntRange(min=1), default=1, show_default=True,
+              help="The world size whose per-rank shares are predicted (nothing is launched).")
+@click.option("--lora-r", type=click.IntRange(min=1),
+              help="LoRA of this rank on the attention projections, the base model frozen (as peft).")
+@click.option("--gradient-checkpointing", is_flag=True, help="Recompute each layer's activations in the backward.")
 @click.option("--device", "device_name", help="Device to fit: 910b, 910b4, s4000, a100-40gb, a100-80gb, h100-80gb.")
 @click.option("--memory", "memory_size", help="Device memory to fit instead of a named device, e.g. 48GiB.")
-@click.option("--ddp/--no-ddp", default=True, show_default=True, help="Per rank of a DistributedDataParallel job.")
 @click.option("--output-format", type=click.Choice(FORMATS), default="text", show_default=True)
 @click.option("-v", "--verbose", is_flag=True, help="List every op with its status, not only the problems.")
-def preflight(preset, target, kernels, report_path, export_path, batch_size, seq_len, overrides, precision,
-              device_name, memory_size, ddp, output_format, verbose):
-    """Run one training step of a preset at full size with fake tensors (forward, backward, clipping,
-    optimizer, DDP), check every aten op against the target's native kernels and the peak memory per rank
-    against the device's."""
-    if not preset and not export_path:
-        _fail("pass --preset NAME (or --export-kernels FILE)")
+def preflight(preset, config_path, target, kernels, report_path, export_path, batch_size, seq_len, overrides,
+              precision, strategy, nproc, lora_r, gradient_checkpointing, device_name, memory_size, output_format,
+              verbose):
+    """Run one training step of a model at full size with fake tensors (forward, backward, clipping,
+    optimizer), check every aten op against the target's native kernels, and predict the peak memory per
+    rank under a strategy and world size against the device's."""
+    if export_path:
+        if not target:
+            _fail("--export-kernels needs --target")
+        _export(target, export_path)
+        return
+    if bool(preset) == bool(config_path):
+        _fail("pass --preset NAME or --config PATH (or --export-kernels FILE)")
     if device_name and memory_size:
         _fail("pass --device or --memory, not both")
-    progress = Progress() if not export_path else Progress.off()
+    progress = Progress()
     try:
-        from portlayer import preflight as engine  # torch: the first seconds the stage line covers
+        from portlayer.preflight.model_source import Training
+        from portlayer.preflight.plan import Shape, parse_override
 
-        if export_path:
-            count = engine.export_kernels(target, export_path)
-            click.echo(f"{export_path}: {count} ops with a {target} kernel")
-            return
         capacity = _capacity(device_name, memory_size)
-        source, unchecked = _kernel_source(engine, target, kernels)
-        result = _run(preset, batch_size, seq_len, overrides, precision, ddp, capacity, progress)
+        training = Training(precision, strategy, nproc, lora_r, gradient_checkpointing)
+        shape = Shape(preset, batch_size, seq_len, dict(map(parse_override, overrides)), training, config_path)
+        source, unchecked = _kernel_source(target or _device_backend(device_name), kernels)
+        result = _run(shape, capacity, progress)
     except PortlayerError as exc:
-        progress.close()
         _fail(str(exc))
-    progress.close()
-    report = engine.Report.build(result.step.recording, source) if source is not None else None
+    finally:
+        progress.close()
+    from portlayer import preflight as engine
+
+    report = engine.Report.build(result.prediction.recording, source) if source is not None else None
     if output_format == "text":
         if verbose and report is not None:
             for checked in report.ops:
@@ -115,6 +134,24 @@ def preflight(preset, target, kernels, report_path, export_path, batch_size, seq
     sys.exit(max(ops_exit, 0 if result.fits in (None, True) else 1))
 
 
+def _export(target, export_path):
+    from portlayer import preflight as engine
+
+    try:
+        count = engine.export_kernels(target, export_path)
+    except PortlayerError as exc:
+        _fail(str(exc))
+    click.echo(f"{export_path}: {count} ops with a {target} kernel")
+
+
+def _device_backend(device_name):
+    """The backend a named device runs, when preflight has kernels for it (910b: npu); else None."""
+    from portlayer.preflight import devices
+
+    backend = devices.get_device(device_name).backend if device_name else None
+    return backend if backend in TARGETS else None
+
+
 def _capacity(device_name, memory_size):
     from portlayer.preflight import devices
 
@@ -127,50 +164,62 @@ def _capacity(device_name, memory_size):
     return None
 
 
-def _kernel_source(engine, target, kernels):
+def _kernel_source(target, kernels):
     """The kernel source, or None with the reason when there is no list for the target here (the memory
     answer does not need one)."""
-    from portlayer.preflight.kernels import KernelListError
+    from portlayer.preflight.kernels import KernelListError, resolve
 
+    if target is None:
+        if kernels is not None:
+            raise PortlayerError("--kernels needs --target (or a --device whose backend has a plugin)")
+        return None, "no --target (nor a --device whose backend it names)"
     try:
-        return engine.resolve(target, kernels), None
+        return resolve(target, kernels), None
     except KernelListError as exc:
         if kernels is not None or "no kernel list" not in str(exc):
             raise
         return None, str(exc)
 
 
+@dataclass(frozen=True)
 class _Result:
-    def __init__(self, shape, config, step, capacity, suggestions):
-        self.shape, self.config, self.step, self.suggestions = shape, config, step, suggestions
-        self.capacity, self.device = capacity if capacity else (None, None)
+    shape: object  # plan.Shape
+    model: object  # model_source.ModelSource
+    prediction: object  # per_rank.Prediction
+    capacity: int | None
+    device: str | None  # the capacity's label
+    suggestions: list
+
+    @property
+    def memory(self):
+        return self.prediction.memory
 
     @property
     def fits(self) -> bool | None:
-        return None if self.capacity is None else self.step.memory.total <= self.capacity
+        return None if self.capacity is None else self.memory.total <= self.capacity
 
 
-def _run(preset, batch_size, seq_len, overrides, precision, ddp, capacity, progress) -> _Result:
+def _run(shape, capacity, progress) -> _Result:
     from portlayer.preflight import plan
 
-    shape = plan.resolved(plan.Shape(preset, batch_size, seq_len, dict(map(plan.parse_override, overrides)),
-                                     precision, ddp))
-    step, config = plan.fake_preset_step(shape, progress=progress)
+    model = plan.source(shape)
+    prediction = plan.predict(shape, progress)
     suggestions = []
-    if capacity is not None and step.memory.total > capacity[0]:
+    size, label = capacity if capacity else (None, None)
+    if size is not None and prediction.memory.total > size:
         progress("suggest")
-        suggestions = plan.suggestions(shape, config, step.memory, capacity[0],
-                                       lambda other: plan.fake_preset_step(other)[0].memory)
-    return _Result(shape, config, step, capacity, suggestions)
+        suggestions = plan.suggestions(shape, model.layers, len(next(iter(model.batch.values()))),
+                                       prediction.memory, size, lambda other: plan.predict(other).memory)
+    return _Result(shape, model, prediction, size, label, suggestions)
 
 
 def _render_text(report, unchecked, result: _Result) -> str:
     from portlayer.preflight.devices import TIGHT_MARGIN, format_bytes
 
-    memory = result.step.memory
+    memory = result.memory
     lines = [report.render()] if report is not None else [
-        f"ops: {len(result.step.recording.ops)} recorded, not checked: {unchecked}"]
-    lines.append(f"memory per rank ({result.shape.describe(result.config)}), peak in the {memory.phase}:")
+        f"ops: {len(result.prediction.recording.ops)} recorded, not checked: {unchecked}"]
+    lines.append(f"memory per rank ({result.shape.describe(result.model)}), peak in the {memory.phase}:")
     for name, size in memory.parts().items():
         lines.append(f"  {name:<18} {format_bytes(size):>12}")
     lines.append(f"  {'total':<18} {format_bytes(memory.total):>12}")
@@ -187,12 +236,22 @@ def _render_text(report, unchecked, result: _Result) -> str:
     return "\n".join(lines)
 
 
-def _findings(report, unchecked, result: _Result) -> list:
-    """Each problem as a Finding: an op at its first origin, the memory verdict at the preset's config."""
+def _finding(code: str, path: str, line: int, message: str, hint: str = ""):
     from portlayer.findings import Finding
+    from portlayer.preflight.codes import CODES
+
+    row = CODES[code]
+    return Finding(path=path, line=line, col=1, code=code, severity=row.severity, message=message, hint=hint,
+                   title=row.title)
+
+
+def _findings(report, unchecked, result: _Result) -> list:
+    """Each problem as a Finding: an op at its first origin; the memory per rank and its verdict at the
+    model's config."""
     from portlayer.preflight.devices import format_bytes
 
-    config_path = f"configs/{result.shape.preset.removesuffix('-tiny')}.json"
+    shape = result.shape
+    config_path = shape.config_path or f"configs/{shape.preset.removesuffix('-tiny')}.json"
     found = []
 
     def at(origin):
@@ -202,41 +261,43 @@ def _findings(report, unchecked, result: _Result) -> list:
     if report is not None:
         for checked in report.missing:
             use = checked.use
-            path, line = at(use.first)
-            found.append(Finding(path, line, 1, "PF101", "error",
-                                 f"{use.op} has no {report.target} kernel (x{use.count}, "
-                                 f"{','.join(sorted(use.dtypes)) or '-'}): {use.first.describe()}",
-                                 f"it would fall back to the cpu or fail (source: {report.source.label})",
-                                 "op without a native kernel"))
+            found.append(_finding("PF101", *at(use.first),
+                                  f"{use.op} has no {report.target} kernel (x{use.count}, "
+                                  f"{','.join(sorted(use.dtypes)) or '-'}): {use.first.describe()}",
+                                  f"it would fall back to the cpu or fail (source: {report.source.label})"))
         for risk in report.dtype_risks:
-            path, line = at(risk.use.first)
-            found.append(Finding(path, line, 1, "PF102", "warning", f"{risk.use.op} in {risk.dtype}: {risk.why}",
-                                 "", "dtype the target lacks"))
+            found.append(_finding("PF102", *at(risk.use.first), f"{risk.use.op} in {risk.dtype}: {risk.why}"))
     else:
-        found.append(Finding(config_path, 1, 1, "PF103", "info",
-                             f"{len(result.step.recording.ops)} ops recorded, not checked: {unchecked}", "",
-                             "ops not checked"))
+        found.append(_finding("PF103", config_path, 1,
+                              f"{len(result.prediction.recording.ops)} ops recorded, not checked: {unchecked}"))
+    memory = result.memory
+    parts = ", ".join(f"{name} {format_bytes(size)}" for name, size in memory.parts().items())
+    found.append(_finding("PF203", config_path, 1,
+                          f"peak {format_bytes(memory.total)} per rank in the {memory.phase} "
+                          f"({shape.describe(result.model)}): {parts}"))
     if result.capacity is not None:
-        total = result.step.memory.total
+        total = memory.total
         if result.fits:
-            found.append(Finding(config_path, 1, 1, "PF202", "info",
-                                 f"peak {format_bytes(total)} per rank fits {result.device}", "", "memory fits"))
+            found.append(_finding("PF202", config_path, 1, f"peak {format_bytes(total)} per rank fits {result.device}"))
         else:
-            found.append(Finding(config_path, 1, 1, "PF201", "error",
-                                 f"peak {format_bytes(total)} per rank does not fit {result.device}: "
-                                 f"{format_bytes(total - result.capacity)} over",
-                                 "; ".join(s.describe() for s in result.suggestions), "memory does not fit"))
+            found.append(_finding("PF201", config_path, 1,
+                                  f"peak {format_bytes(total)} per rank does not fit {result.device}: "
+                                  f"{format_bytes(total - result.capacity)} over",
+                                  "; ".join(s.describe() for s in result.suggestions)))
     return found
 
 
 def _as_dict(report, unchecked, result: _Result) -> dict:
     answer = report.as_dict() if report is not None else {
         "ops": [{"op": use.op, "count": use.count, "dtypes": sorted(use.dtypes)}
-                for use in result.step.recording.ops.values()], "unchecked": unchecked}
-    answer["memory"] = result.step.memory.as_dict()
-    answer["shape"] = {"preset": result.shape.preset, "batch_size": result.shape.batch_size,
-                       "seq_len": result.shape.seq_len, "overrides": dict(result.shape.overrides),
-                       "precision": result.shape.precision, "ddp": result.shape.ddp}
+                for use in result.prediction.recording.ops.values()], "unchecked": unchecked}
+    shape, model, count = result.shape, result.model, result.prediction.count
+    batch = next(iter(model.batch.values())).shape
+    answer["memory"] = result.memory.as_dict()
+    answer["parameters"] = {"total": count.total, "trainable": count.trainable,
+                            "largest_layer": count.largest_layer, "layers_stepped": result.prediction.layers_run}
+    answer["shape"] = {"model": shape.model, "batch_size": batch[0], "seq_len": batch[1],
+                       "overrides": dict(shape.overrides), "layers": model.layers, **vars(shape.training)}
     if result.capacity is not None:
         answer["device"] = {"label": result.device, "memory": result.capacity, "fits": result.fits,
                             "suggestions": [{"option": s.option, "memory": s.memory, "fits": s.fits, "why": s.why}

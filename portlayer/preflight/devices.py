@@ -22,6 +22,7 @@ class Device:
     name: str  # what --device takes
     label: str
     memory: int  # bytes
+    backend: str  # the backend it runs: what `--device` checks the ops against when `--target` is not given
 
     def describe(self) -> str:
         return f"{self.label}, {format_bytes(self.memory)}"
@@ -29,14 +30,14 @@ class Device:
 
 DEVICES = {device.name: device for device in (
     # Huawei's Atlas 800T A2 datasheet: 910B (B1–B3) with 64 GB HBM2e; the 910B4 has 32 GB.
-    Device("910b", "Huawei Ascend 910B", 64 * GiB),
-    Device("910b4", "Huawei Ascend 910B4", 32 * GiB),
+    Device("910b", "Huawei Ascend 910B", 64 * GiB, "npu"),
+    Device("910b4", "Huawei Ascend 910B4", 32 * GiB, "npu"),
     # Moore Threads MTT S4000: 48 GB GDDR6.
-    Device("s4000", "Moore Threads MTT S4000", 48 * GiB),
+    Device("s4000", "Moore Threads MTT S4000", 48 * GiB, "musa"),
     # NVIDIA A100 40GB / 80GB and H100 80GB (nvidia-smi shows 40960 / 81920 / 81559 MiB).
-    Device("a100-40gb", "NVIDIA A100 40GB", 40 * GiB),
-    Device("a100-80gb", "NVIDIA A100 80GB", 80 * GiB),
-    Device("h100-80gb", "NVIDIA H100 80GB", 81559 * (1 << 20)),
+    Device("a100-40gb", "NVIDIA A100 40GB", 40 * GiB, "cuda"),
+    Device("a100-80gb", "NVIDIA A100 80GB", 80 * GiB, "cuda"),
+    Device("h100-80gb", "NVIDIA H100 80GB", 81559 * (1 << 20), "cuda"),
 )}
 
 _UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,

@@ -62,12 +62,22 @@ class Memory:
 @dataclass(frozen=True)
 class FakeStep:
     recording: Recording
-    memory: Memory | None
+    memory: Memory | None  # the steady state's peak: the larger of the two below
+    training: Memory | None = None  # the peak of the forward and backward
+    optimizing: Memory | None = None  # the peak of the optimizer step, when it is above the backward's end
 
 
-def _peak_tracker():
+class _NoHook:
+    @staticmethod
+    def remove() -> None:
+        pass
+
+
+def _peak_tracker(model: torch.nn.Module):
     """torch's MemTracker, keeping the step's peak only: its per-module peaks, updated on every op for every
-    module seen, cost more than the rest of a fake step together (30 of 40 s for gpt2 at 4×1024)."""
+    module seen, cost more than the rest of a fake step together (30 of 40 s for gpt2 at 4×1024).
+    Frozen parameters (a LoRA base) get no gradient hook: MemTracker would register one on every parameter,
+    and torch refuses a hook on a tensor that does not require grad."""
     from torch.distributed._tools.mem_tracker import _TOTAL_KEY, MemTracker
 
     class PeakTracker(MemTracker):
@@ -77,7 +87,11 @@ def _peak_tracker():
                     self._peak_mem[device] = snapshot[_TOTAL_KEY]
                     self._peak_mem_snap[device] = dict(snapshot)
 
-    return PeakTracker()
+    tracker = PeakTracker()
+    for parameter in model.parameters():
+        if not parameter.requires_grad:
+            tracker._param_to_grad_hook_handles[parameter] = (_NoHook, _NoHook)
+    return tracker
 
 
 def _snapshot(tracker) -> dict[str, int]:
@@ -161,7 +175,7 @@ def run_fake_step(build_model: Callable[[], torch.nn.Module], batch: Mapping[str
         model.train()
         inputs = {key: shadows.fake(value) for key, value in batch.items()}
         optimizer = make_optimizer(model)
-        tracker = _peak_tracker() if measure_memory else None
+        tracker = _peak_tracker(model) if measure_memory else None
         if tracker is not None:
             tracker.track_external(model, optimizer, *inputs.values())  # the batch is on the device too
             stack.enter_context(tracker)
@@ -194,20 +208,21 @@ def run_fake_step(build_model: Callable[[], torch.nn.Module], batch: Mapping[str
         at_end = _snapshot(tracker)
         state = sum(snap.get(key, 0) for snap in tracker.get_tracker_snapshot("current").values()
                     for key in snap if getattr(key, "value", key) == "Optstate")
-    return FakeStep(recorder.recording, _steady_state(after_forward, after_backward, at_end, state, ddp_buckets))
+    training, optimizing = _steady_state(after_forward, after_backward, at_end, state, ddp_buckets)
+    peak = optimizing if optimizing is not None and optimizing.total > training.total else training
+    return FakeStep(recorder.recording, peak, training, optimizing)
 
 
-def _steady_state(after_forward, after_backward, at_end, state: int, ddp_buckets: int) -> Memory:
-    """The second step's peak from the first's: its forward and backward run with the optimizer state
+def _steady_state(after_forward, after_backward, at_end, state: int,
+                  ddp_buckets: int) -> tuple[Memory, Memory | None]:
+    """The second step's peaks from the first's: its forward and backward run with the optimizer state
     allocated (the first step creates it at its end); its optimizer phase is the first one's again."""
     phase = "backward" if after_backward.get("Total", 0) > after_forward.get("Total", 0) else "forward"
     training = _memory(after_backward, phase, state + after_backward.get("Optstate", 0), ddp_buckets)
-    if at_end.get("Total", 0) > after_backward.get("Total", 0):
-        # MemTracker files all the optimizer step makes under optimizer state; beyond the state that stays
-        # (AdamW's moments), they are the foreach kernels' temporaries (a sqrt of every exp_avg_sq, …).
-        temporaries = at_end.get("Optstate", 0) - state
-        optimizing = _memory({**at_end, "Temp": at_end.get("Temp", 0) + temporaries}, "optimizer", state,
+    if at_end.get("Total", 0) <= after_backward.get("Total", 0):
+        return training, None
+    # MemTracker files all the optimizer step makes under optimizer state; beyond the state that stays
+    # (AdamW's moments), they are the foreach kernels' temporaries (a sqrt of every exp_avg_sq, …).
+    temporaries = at_end.get("Optstate", 0) - state
+    return training, _memory({**at_end, "Temp": at_end.get("Temp", 0) + temporaries}, "optimizer", state,
                              ddp_buckets)
-        if optimizing.total > training.total:
-            return optimizing
-    return training

@@ -24,6 +24,7 @@ import torch
 from portlayer.atomic import write_atomic
 from portlayer.backends import BY_NAME
 from portlayer.errors import PortlayerError
+from portlayer.preflight.targets import TARGETS
 from portlayer.selection import device_module, module_installed
 
 # A kernel under one of these is written in terms of other ops and runs on any backend.
@@ -31,8 +32,6 @@ COMPOSITE_DISPATCH_KEYS = ("CompositeImplicitAutograd", "CompositeExplicitAutogr
 # Structured ops (gelu, mm, add.Tensor, …) carry a kernel under this key too, but it runs the op's `out=`
 # variant on the tensor's backend: native only where that variant is.
 STRUCTURED_WRAPPER_KEY = "CompositeExplicitAutogradNonFunctional"
-# Every backend with a vendor plugin; the dispatch key its kernels live under is in its record.
-TARGETS = tuple(name for name, backend in BY_NAME.items() if backend.is_plugin)
 OPLISTS = Path(__file__).with_name("oplists")
 HEADER = "# portlayer kernel list"
 WHEEL_YAML_CAVEAT = (

@@ -1,14 +1,15 @@
-"""A preset's training step at its published size, without computing it, and what would make it fit.
+"""The model, batch and training a preflight answers for; a preset's whole step; what would make it fit.
 
-    step = fake_preset_step(Shape("mixtral-8x7b", batch_size=1, seq_len=1024,
-                                  overrides={"num_hidden_layers": 32}))
-    step.memory.total, step.recording.ops
+    shape = Shape(config_path="qwen1.5-7b/config.json",
+                  training=Training(precision="bf16", strategy="zero3", nproc=4, lora_r=8))
+    prediction = predict(shape)          # per_rank.Prediction: memory per rank, the ops recorded
+    step, config = fake_preset_step(Shape("mixtral-8x7b", batch_size=1, seq_len=1024))
 
-The model is the published one: a full-size preset's own config overrides are the trainer's choices (its
-mixtral-8x7b keeps 1 of the 32 layers) and are left out here; `overrides` puts them back. The step is the
-reference trainer's on a device: DDP per rank, AdamW and gradient clipping with the
-foreach kernels torch picks on an accelerator (cuda, npu, musa), autocast for bf16/fp16. Not parity mode:
-dropout and the fused attention stay as training normally runs them.
+The model is a preset at its published size (a full-size preset's own config overrides are the trainer's
+choices, its mixtral-8x7b keeps 1 of the 32 layers, and are left out here; `overrides` puts them back) or a
+HuggingFace config.json. The step is the reference trainer's on a device: AdamW and gradient clipping with
+the foreach kernels torch picks on an accelerator (cuda, npu, musa), autocast for bf16/fp16. Not parity
+mode: dropout and the fused attention stay as training normally runs them.
 """
 
 from __future__ import annotations
@@ -20,25 +21,28 @@ from typing import Any
 
 from portlayer import PortlayerError
 from portlayer.preflight.devices import format_bytes
-from portlayer.preflight.fake_step import FakeStep, Memory, run_fake_step
+from portlayer.preflight.fake_step import FakeStep, run_fake_step
+from portlayer.preflight.model_source import LAYERS, ModelSource, Training, from_config_file, from_preset
 from portlayer.preflight.shadow import DataDependentError
-
-LAYERS = "num_hidden_layers"  # every preset's config answers to it (gpt2 maps it onto n_layer)
 
 
 @dataclass(frozen=True)
 class Shape:
-    preset: str
-    batch_size: int | None = None  # None: the preset's published per-device batch
-    seq_len: int | None = None  # None: the preset's
+    preset: str | None = None
+    batch_size: int | None = None  # None: the preset's published per-device batch, 1 for a config file
+    seq_len: int | None = None  # None: the preset's, 2048 for a config file
     overrides: Mapping[str, Any] = field(default_factory=dict)
-    precision: str = "fp32"
-    ddp: bool = True
+    training: Training = Training()
+    config_path: str | None = None  # a HuggingFace config.json instead of a preset
 
-    def describe(self, config) -> str:
-        layers = getattr(config, LAYERS, None)
-        return (f"{self.preset}, batch {self.batch_size} x {self.seq_len} tokens, {layers} layers, "
-                f"{self.precision}{', DDP' if self.ddp else ''}")
+    @property
+    def model(self) -> str:
+        return self.config_path or self.preset
+
+    def describe(self, source: ModelSource) -> str:
+        batch = next(iter(source.batch.values())).shape
+        return (f"{self.model}, batch {batch[0]} x {batch[1]} tokens, {source.layers} layers, "
+                f"{self.training.describe()}")
 
 
 def parse_override(text: str) -> tuple[str, Any]:
@@ -53,44 +57,39 @@ def parse_override(text: str) -> tuple[str, Any]:
     return name.strip(), value
 
 
-def resolved(shape: Shape) -> Shape:
-    from portlayer.train import presets
-
-    preset = presets.get_preset(shape.preset)
-    return replace(shape, batch_size=shape.batch_size or preset.per_device_batch,
-                   seq_len=shape.seq_len or preset.seq_len)
+def source(shape: Shape) -> ModelSource:
+    read = from_config_file if shape.config_path else from_preset
+    return read(shape.model, batch_size=shape.batch_size, seq_len=shape.seq_len, overrides=shape.overrides)
 
 
-def published(preset):
-    """The preset at its published size: tiny presets are defined by their overrides, full ones are not."""
-    return preset if preset.name.endswith("-tiny") else replace(preset, config_overrides=())
-
-
-def fake_preset_step(shape: Shape, *, measure_memory: bool = True,
-                     progress: Callable[[str], None] | None = None) -> tuple[FakeStep, Any]:
-    """The step of `shape` (resolved), recorded and measured with fake tensors; and the model config."""
-    import torch
-
-    from portlayer.train import presets
-
-    preset = published(presets.get_preset(shape.preset))
-    config, _ = presets.build_config(preset, parity=False, config_overrides=dict(shape.overrides),
-                                     override_source="--override")
-    batch = presets.example_batch(preset, batch_size=shape.batch_size, seq_len=shape.seq_len)
-
-    def make_optimizer(model):
-        # foreach: what torch picks for parameters on an accelerator (cuda, xpu and the vendors' device).
-        return torch.optim.AdamW(model.parameters(), lr=preset.lr, weight_decay=preset.weight_decay,
-                                 foreach=True)
+def predict(shape: Shape, progress: Callable[[str], None] | None = None):
+    """The peak per rank of `shape`'s step and the ops it dispatches (per_rank.predict)."""
+    from portlayer.preflight import per_rank
 
     try:
-        step = run_fake_step(lambda: presets.build_model(preset, parity=False, config=config), batch,
-                             make_optimizer=make_optimizer, clip_grad_norm=preset.max_grad_norm,
-                             precision=shape.precision, ddp=shape.ddp, measure_memory=measure_memory,
-                             progress=progress)
+        return per_rank.predict(source(shape), shape.training, progress)
     except DataDependentError as exc:
-        raise PortlayerError(f"{shape.preset}: {exc}") from None
-    return step, config
+        raise PortlayerError(f"{shape.model}: {exc}") from None
+
+
+def fake_preset_step(shape: Shape, *, measure_memory: bool = True) -> tuple[FakeStep, Any]:
+    """The whole step of a preset's `shape` as one DDP rank runs it, with fake tensors; and the model
+    config (the benchmarks set this against a real step)."""
+    model = source(shape)
+    training = replace(shape.training, strategy="ddp")
+    try:
+        step = run_fake_step(lambda: model.build(training), model.batch,
+                             make_optimizer=lambda m: _adamw(m, model), clip_grad_norm=model.max_grad_norm,
+                             precision=training.precision, ddp=True, measure_memory=measure_memory)
+    except DataDependentError as exc:
+        raise PortlayerError(f"{shape.model}: {exc}") from None
+    return step, model.config
+
+
+def _adamw(model, source: ModelSource):
+    import torch
+
+    return torch.optim.AdamW(model.parameters(), lr=source.lr, weight_decay=source.weight_decay, foreach=True)
 
 
 @dataclass(frozen=True)
@@ -106,13 +105,13 @@ class Suggestion:
         return f"{self.option}: {predicted}{verdict} ({self.why})"
 
 
-def suggestions(shape: Shape, config, memory: Memory, capacity: int,
-                measure: Callable[[Shape], Memory]) -> list[Suggestion]:
+def suggestions(shape: Shape, layers: int, batch_size: int, memory, capacity: int,
+                measure: Callable[[Shape], Any]) -> list[Suggestion]:
     """What would bring the step within `capacity`, where portlayer knows: fewer layers, a smaller batch,
-    bf16 autocast. `measure(shape)` runs another fake step; each suggestion says how it was found."""
+    gradient checkpointing, 16-bit weights. `measure(shape)` predicts another step (a `RankMemory`); each suggestion says how it
+    was found."""
     found = []
-    layers = getattr(config, LAYERS, None)
-    if isinstance(layers, int) and layers > 1:
+    if layers > 1:
         one = measure(replace(shape, overrides={**shape.overrides, LAYERS: 1}))
         per_layer = (memory.total - one.total) / (layers - 1)
         most = layers if per_layer <= 0 else int((capacity - one.total) // per_layer) + 1
@@ -123,20 +122,20 @@ def suggestions(shape: Shape, config, memory: Memory, capacity: int,
             found.append(Suggestion(
                 f"--override {LAYERS}={most}", one.total + round(per_layer * (most - 1)), True,
                 f"{format_bytes(round(per_layer))} a layer, measured at 1 and {layers} layers"))
-    if shape.batch_size > 1:
+    if batch_size > 1:
         one = measure(replace(shape, batch_size=1))
-        per_sample = (memory.total - one.total) / (shape.batch_size - 1)
-        most = shape.batch_size if per_sample <= 0 else int((capacity - one.total) // per_sample) + 1
-        most = max(1, min(most, shape.batch_size - 1))
+        per_sample = (memory.total - one.total) / (batch_size - 1)
+        most = batch_size if per_sample <= 0 else int((capacity - one.total) // per_sample) + 1
+        most = max(1, min(most, batch_size - 1))
         predicted = one.total + round(per_sample * (most - 1))
         found.append(Suggestion(f"--batch-size {most}", predicted, predicted <= capacity,
-                                f"{format_bytes(round(per_sample))} a sample, measured at 1 and {shape.batch_size}"))
-    if shape.precision == "fp32":
-        if memory.phase == "optimizer":
-            found.append(Suggestion("--precision bf16", None, False,
-                                    "would not help: the peak is in the optimizer step, where autocast keeps the "
-                                    "fp32 parameters, gradients, AdamW state and DDP buckets as they are"))
-        else:
-            bf16 = measure(replace(shape, precision="bf16")).total
-            found.append(Suggestion("--precision bf16", bf16, bf16 <= capacity, "autocast, measured"))
+                                f"{format_bytes(round(per_sample))} a sample, measured at 1 and {batch_size}"))
+    if not shape.training.gradient_checkpointing:
+        recomputed = measure(replace(shape, training=replace(shape.training, gradient_checkpointing=True))).total
+        found.append(Suggestion("--gradient-checkpointing", recomputed, recomputed <= capacity,
+                                "each layer's activations recomputed in the backward: predicted"))
+    if shape.training.precision == "fp32":
+        bf16 = measure(replace(shape, training=replace(shape.training, precision="bf16"))).total
+        found.append(Suggestion("--precision bf16", bf16, bf16 <= capacity,
+                                "bf16 weights and autocast, fp32 master weights in the optimizer: predicted"))
     return found

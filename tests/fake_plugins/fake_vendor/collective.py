@@ -56,6 +56,15 @@ class HostCollective(dist.ProcessGroup):
     def name(self):
         return self._name
 
+    # torch names a group through `_set_group_name`, which a Python subclass does not keep: a device mesh
+    # (FSDP2's fully_shard) reads the name back.
+    def _set_group_name(self, name: str) -> None:
+        self._group_name = name
+
+    @property
+    def group_name(self) -> str:
+        return self._group_name
+
     def _run(self, work, result):
         work.wait()
         return _Done(result)

@@ -166,6 +166,16 @@ def build(module: types.ModuleType, vendor: Vendor, device_count: int) -> dict:
                 return super().__new__(cls, **kwargs)
             return super().__new__(cls, device=torch.device(device_type, index(device)), priority=priority)
 
+        # torch.Stream takes only torch.Event: the vendor's Event is unwrapped (FSDP2 passes its own).
+        def wait_event(self, event):
+            return super().wait_event(getattr(event, "_event", event))
+
+        def record_event(self, event=None):
+            if event is None:
+                return super().record_event()
+            super().record_event(getattr(event, "_event", event))
+            return event
+
     def current_stream(device=None) -> Stream:
         # The guard hands out the one default stream for every request.
         return Stream(checked(device))

@@ -1,0 +1,115 @@
+"""What one rank holds of the model states under a strategy, and the communication buffers the strategy adds.
+
+The model states follow the ZeRO paper (Rajbhandari et al., "ZeRO: Memory Optimizations Toward Training
+Trillion Parameter Models", 2020, section 3.1 and figure 1): with mixed precision, Ψ trainable parameters
+cost 2Ψ bytes of 16-bit weights, 2Ψ of 16-bit gradients and KΨ = 12Ψ of Adam state (an fp32 master copy,
+momentum and variance); ZeRO stage 1 divides the 12Ψ by the world size N, stage 2 the gradients too, stage 3
+the weights too. fp32 training has no master copy: 4Ψ + 4Ψ + 8Ψ. Frozen parameters (a LoRA base) cost
+their weights only, sharded where the weights are.
+
+What shards what comes from `portlayer.strategies`, the table the trainer applies; the buffer sizes are what
+the trainer configures (`portlayer.strategies.zero.deepspeed_config`) or the engines' defaults:
+- ddp: one flat copy of the gradients, DistributedDataParallel's buckets (`gradient_as_bucket_view=False`).
+- zero1, zero2: DeepSpeed's contiguous gradient bucket, allocated whole in the gradients' dtype:
+  `reduce_bucket_size` as the trainer sets it, DeepSpeed's 5e8 elements or the model's size when smaller.
+- zero3: the same bucket, plus the parameters gathered for compute, which DeepSpeed releases only beyond
+  `stage3_max_live_parameters` 1e9: the whole model below that, 1e9 parameters above.
+- fsdp2 (`fully_shard` per decoder layer, then the model): the root's parameters (embeddings, final norm,
+  head), which the root keeps unsharded from its forward to the end of the backward, and the unsharded
+  parameters of the layer computed and of the one prefetched. Not counted: one layer's unsharded gradients
+  before their reduce-scatter, which live after the peak of a decoder model (the backward's start, where
+  the logits' gradient is).
+(DeepSpeed's default: deepspeed/runtime/zero/config.py, `max_live_parameters`.)
+DeepSpeed also keeps an fp32 copy of each rank's partition whatever the weights' dtype: its Adam state is
+12 bytes a trainable parameter in fp32 training too.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from portlayer.strategies import Strategy
+
+WEIGHT_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
+# Adam's state per trainable parameter: exp_avg and exp_avg_sq in fp32, and an fp32 master copy of the
+# weights when they are 16-bit (the ZeRO paper's K). DeepSpeed's ZeRO optimizer keeps the fp32 copy of its
+# partition whatever the weights' dtype (`single_partition_of_fp32_groups`, `fp32_partitioned_groups_flat`).
+ADAM_BYTES = {"fp32": 8, "bf16": 12, "fp16": 12}
+DEEPSPEED_ADAM_BYTES = 12
+MAX_LIVE_PARAMETERS = 1_000_000_000  # DeepSpeed's stage3_max_live_parameters
+
+
+@dataclass(frozen=True)
+class ParameterCount:
+    """A model's parameters at full size, counted on the meta device."""
+
+    total: int
+    trainable: int
+    largest_layer: int  # the most parameters one decoder layer holds (what a sharded engine gathers at once)
+    largest_layer_trainable: int
+    outside_layers: int = 0  # the parameters of no decoder layer: embeddings, the final norm, the head
+
+
+@dataclass(frozen=True)
+class ModelStates:
+    parameters: int
+    gradients: int
+    optimizer_state: int
+
+    @property
+    def total(self) -> int:
+        return self.parameters + self.gradients + self.optimizer_state
+
+
+def _share(size: int, sharded: bool, nproc: int) -> int:
+    """A rank's part of `size` bytes: all of it, or its 1/N shard (rounded up, as the engines pad)."""
+    return -(-size // nproc) if sharded else size
+
+
+def model_states(count: ParameterCount, strategy: Strategy, nproc: int, precision: str) -> ModelStates:
+    """Bytes per rank of weights, gradients and Adam state."""
+    weight = WEIGHT_BYTES[precision]
+    return ModelStates(
+        parameters=_share(count.total * weight, strategy.shards_parameters, nproc),
+        gradients=_share(count.trainable * weight, strategy.shards_gradients, nproc),
+        optimizer_state=_share(count.trainable * adam_bytes(strategy, precision), strategy.shards_optimizer_state,
+                               nproc),
+    )
+
+
+def deepspeed_bucket(strategy: Strategy, count: ParameterCount) -> int:
+    """DeepSpeed's reduce bucket in elements, as the trainer configures the engine (its own code)."""
+    from portlayer.strategies.parallel import Setup
+    from portlayer.strategies.zero import deepspeed_config
+
+    setup = Setup(group=None, device=None, make_optimizer=None, make_scheduler=None, micro_batch=1, grad_accum=1,
+                  max_grad_norm=1.0)
+    return deepspeed_config(strategy, setup, count.total)["zero_optimization"]["reduce_bucket_size"]
+
+
+def adam_bytes(strategy: Strategy, precision: str) -> int:
+    return DEEPSPEED_ADAM_BYTES if strategy.engine == "deepspeed" else ADAM_BYTES[precision]
+
+
+def gradients_at_peak(strategy: Strategy, nproc: int, states: ModelStates, alive: int) -> int:
+    """Gradient bytes a rank holds at the backward's peak, where an unsharded rank would hold `alive`: its
+    share of those (1/N where the strategy shards gradients); but DeepSpeed's ZeRO-3 allocates its whole
+    flat gradient partition up front (stage3.py, `grad_partitions_flat_buffer`)."""
+    if strategy.engine == "deepspeed" and strategy.shards_parameters:
+        return states.gradients
+    return round(alive / nproc) if strategy.shards_gradients else alive
+
+
+def communication(count: ParameterCount, strategy: Strategy, precision: str) -> int:
+    """Bytes per rank of the buffers the strategy's engine allocates to communicate."""
+    weight = WEIGHT_BYTES[precision]
+    if strategy.engine == "ddp":
+        return count.trainable * weight
+    if strategy.engine == "fsdp2":
+        return (count.outside_layers + 2 * count.largest_layer) * weight
+    bucket = deepspeed_bucket(strategy, count) * weight
+    if strategy.shards_parameters:
+        # Gathered parameters are released only beyond max_live_parameters (and the prefetch): a model
+        # smaller than that stays gathered whole; a larger one holds that many.
+        return bucket + min(count.total, MAX_LIVE_PARAMETERS) * weight
+    return bucket

@@ -1,0 +1,52 @@
+"""Preflight's memory per rank against the bytes the stand-in npu's allocator counts for the same step on
+2 ranks, under each strategy: within 5%.
+
+The step (tests/stand_in/strategy_step.py) is preflight's for the same arguments: the model built from the
+same config.json and its batch, the strategy applied by the trainer's own code (`portlayer.strategies`:
+torch's DDP, fully_shard per block, DeepSpeed's engine at ZeRO 1-3 with the trainer's config), AdamW and
+gradient clipping, the second step measured. The stand-in counts every byte a tensor on the device holds (no
+caching, no rounding), so what is compared is the prediction itself.
+"""
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from portlayer.preflight.model_source import Training, from_config_file
+from portlayer.preflight.per_rank import predict
+from tests.fake_device import torchrun
+
+STEP = Path(__file__).with_name("strategy_step.py")
+# A Qwen2 of 2 layers, wide enough that weights, gradients, optimizer state and activations each weigh in.
+TINY_QWEN = {"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "hidden_size": 128,
+             "intermediate_size": 320, "num_attention_heads": 4, "num_key_value_heads": 4, "num_hidden_layers": 2,
+             "vocab_size": 1024, "max_position_embeddings": 256, "tie_word_embeddings": False}
+BATCH, SEQ_LEN = 2, 64
+# Measured, not yet explained (docs/preflight.md reports it). Strict: the test fails once it comes within 5%,
+# so that the note cannot go stale.
+GAP = {"zero2": "ZeRO-2's peak is 0.85 MB below ZeRO-1's where the prediction has them equal: +5.7%"}
+STRATEGIES = ["ddp", "fsdp2", "zero1", "zero3",
+              *(pytest.param(name, marks=pytest.mark.xfail(reason=why, strict=True)) for name, why in GAP.items())]
+
+
+def measured_and_predicted(strategy: str, directory: Path) -> tuple[list[int], object]:
+    config = directory / "config.json"
+    config.write_text(json.dumps(TINY_QWEN))
+    # DeepSpeed's npu accelerator reads the CANN install path, as on an Ascend host.
+    run = torchrun("npu", STEP, config, strategy, BATCH, SEQ_LEN, cwd=directory, timeout=600,
+                   env={"ASCEND_HOME_PATH": str(directory)})
+    assert run.returncode == 0, run.stdout[-4000:]
+    # The ranks share one pipe: their lines may run together.
+    peaks = [int(peak) for peak in re.findall(r'\{"rank": \d, "peak": (\d+)\}', run.stdout)]
+    assert len(peaks) == 2, run.stdout[-4000:]
+    source = from_config_file(config, batch_size=BATCH, seq_len=SEQ_LEN, overrides={})
+    return peaks, predict(source, Training("fp32", strategy, nproc=2)).memory
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_the_peak_per_rank_is_within_5_percent_of_the_device_allocator(strategy, tmp_path, stand_in_device):
+    peaks, memory = measured_and_predicted(strategy, tmp_path)
+    for peak in peaks:
+        assert abs(memory.total - peak) <= 0.05 * peak, (strategy, memory, peak)
