@@ -47,6 +47,10 @@ class Options:
     preset: Preset
     steps: int
     per_device_batch: int
+    # How many steps the learning-rate schedule spans: part of the experiment, so that `steps` may stop a
+    # run early and the shorter run is a prefix of the longer one. None: the preset's length, or `steps`
+    # where that is longer.
+    schedule_steps: int | None = None
     grad_accum: int = 1
     seq_len: int = 64
     lr: float = 1e-3
@@ -69,6 +73,10 @@ class Options:
     quiet: bool = False
     fault: tuple[str, int, int] | None = None  # (kind, step, rank): for tests of failure handling
     command: list[str] = field(default_factory=list)
+
+    @property
+    def schedule(self) -> int:
+        return self.schedule_steps or max(self.preset.default_steps, self.steps)
 
 
 @dataclass
@@ -238,7 +246,7 @@ class TrainingStep:
         from transformers import get_cosine_schedule_with_warmup
 
         optimizer = torch.optim.AdamW(model.parameters(), lr=options.lr, weight_decay=options.preset.weight_decay)
-        scheduler = get_cosine_schedule_with_warmup(optimizer, options.warmup_steps, options.steps)
+        scheduler = get_cosine_schedule_with_warmup(optimizer, options.warmup_steps, options.schedule)
         scaler = portlayer.GradScaler(enabled=options.precision == "fp16")
         return cls(options, world, device, model, blocks, order, optimizer, scheduler, scaler)
 
@@ -480,6 +488,7 @@ def _run_record(
             "global_batch": _global_batch(options, world),
             "seq_len": options.seq_len,
             "steps": options.steps,
+            "schedule_steps": options.schedule,
             "lr": options.lr,
             "warmup_steps": options.warmup_steps,
             "precision": options.precision,
