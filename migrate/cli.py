@@ -118,19 +118,9 @@ def migrate(
     Writes files in place (atomically, keeping encoding, line endings and mode) unless --diff or --check.
     PATH `-` reads the code from stdin and writes the migrated code to stdout.
     """
-    if quiet and verbose:
-        raise UnusableInput("--quiet and --verbose exclude each other")
-    if show_diff and output_format != "text":
-        raise UnusableInput(f"--diff prints a patch on stdout; it cannot be combined with --output-format {output_format}")
     reading_stdin = STDIN in paths
-    if reading_stdin and len(paths) > 1:
-        raise UnusableInput("`-` (stdin) cannot be combined with other paths")
-    if stdin_filename is not None and not reading_stdin:
-        raise UnusableInput("--stdin-filename needs `-` as the path")
-    try:
-        config = configuration.load(configuration.find([stdin_filename or Path.cwd()] if reading_stdin else paths), TARGETS)
-    except configuration.ConfigError as exc:
-        raise UnusableInput(str(exc)) from None
+    _reject_conflicting_options(paths, reading_stdin, show_diff, output_format, stdin_filename, quiet, verbose)
+    config = _load_config(paths, reading_stdin, stdin_filename)
     options = job.Options(
         target=target or config.target or "neutral",
         write=not (show_diff or check or reading_stdin),
@@ -144,30 +134,36 @@ def migrate(
     if reading_stdin:
         run.stdin(stdin_filename, echo=not (show_diff or check))
     else:
-        globs = (exclude or config.exclude or ()) + config.extend_exclude
-        respect = respect_gitignore if respect_gitignore is not None else config.respect_gitignore
-        found, input_errors = discover(
-            paths, Exclusions(globs, config.root, respect if respect is not None else True)
-        )
-        for error in input_errors:
-            out.error(f"{error.path}: {error.message}")
-        run.unusable_input = bool(input_errors)
-        run.files(found, jobs)
-
+        run.paths(paths, exclude, respect_gitignore, jobs)
     if report_path is not None:
-        try:
-            write_report(report_path, run.tally, sorted(run.results, key=lambda r: r.path), options.target,
-                         options.write)
-        except OSError as exc:
-            out.error(f"{report_path}: cannot write the report: {exc.strerror or exc}")
-            run.unusable_input = True
+        run.report(report_path)
     out.document()
     out.summary(run.tally, options.write or options.emit)
+    status = run.exit_status(check)
+    if status:
+        sys.exit(status)
 
-    if run.unusable_input or run.tally.files["failed"]:
-        sys.exit(2)
-    if check and run.tally.files["changed"]:
-        sys.exit(1)
+
+def _reject_conflicting_options(paths: tuple[Path, ...], reading_stdin: bool, show_diff: bool, output_format: str,
+                                stdin_filename: Path | None, quiet: bool, verbose: bool) -> None:
+    """Options that make no sense together end the run before anything is read."""
+    if quiet and verbose:
+        raise UnusableInput("--quiet and --verbose exclude each other")
+    if show_diff and output_format != "text":
+        raise UnusableInput(f"--diff prints a patch on stdout; it cannot be combined with --output-format {output_format}")
+    if reading_stdin and len(paths) > 1:
+        raise UnusableInput("`-` (stdin) cannot be combined with other paths")
+    if stdin_filename is not None and not reading_stdin:
+        raise UnusableInput("--stdin-filename needs `-` as the path")
+
+
+def _load_config(paths: tuple[Path, ...], reading_stdin: bool, stdin_filename: Path | None) -> configuration.Config:
+    """pyproject's [tool.portlayer], found from the paths (from stdin's name, or the working directory)."""
+    try:
+        return configuration.load(configuration.find([stdin_filename or Path.cwd()] if reading_stdin else paths),
+                                  TARGETS)
+    except configuration.ConfigError as exc:
+        raise UnusableInput(str(exc)) from None
 
 
 class _Run:
@@ -180,6 +176,17 @@ class _Run:
         self.tally = Tally()
         self.results: list[job.FileResult] = []
         self.unusable_input = False
+
+    def paths(self, paths: tuple[Path, ...], exclude: tuple[str, ...], respect_gitignore: bool | None,
+              jobs: int | None) -> None:
+        """Walk `paths` (the command line's exclusions replace pyproject's) and process what is found."""
+        globs = (exclude or self.config.exclude or ()) + self.config.extend_exclude
+        respect = respect_gitignore if respect_gitignore is not None else self.config.respect_gitignore
+        found, input_errors = discover(paths, Exclusions(globs, self.config.root, respect if respect is not None else True))
+        for error in input_errors:
+            self.out.error(f"{error.path}: {error.message}")
+        self.unusable_input = bool(input_errors)
+        self.files(found, jobs)
 
     def files(self, found, jobs: int | None) -> None:
         progress = Progress(len(found), sys.stderr, enabled=not self.out.quiet)
@@ -199,6 +206,20 @@ class _Run:
         result = self.record(job.process_bytes(str(path), kind_of(path, data[:256]), data, self.options))
         if echo and result.status != "failed":
             click.echo(result.output if result.output is not None else data, nl=False)
+
+    def report(self, path: Path) -> None:
+        try:
+            write_report(path, self.tally, sorted(self.results, key=lambda r: r.path), self.options.target,
+                         self.options.write)
+        except OSError as exc:
+            self.out.error(f"{path}: cannot write the report: {exc.strerror or exc}")
+            self.unusable_input = True
+
+    def exit_status(self, check: bool) -> int:
+        """2: some input could not be processed; 1: `--check` found files to change; 0: done."""
+        if self.unusable_input or self.tally.files["failed"]:
+            return 2
+        return 1 if check and self.tally.files["changed"] else 0
 
     def record(self, result: job.FileResult) -> job.FileResult:
         ignored = self.config.ignored_codes(result.path)

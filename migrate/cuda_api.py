@@ -53,6 +53,10 @@ WITHOUT_ACCELERATOR = {
     "reset_accumulated_memory_stats": "None",
 }
 
+# torch.cuda's seeding functions are queued until CUDA starts: on a host without CUDA they do nothing.
+# torch.cpu, what `torch.get_device_module()` returns there, has none of them (minGPT's set_seed).
+SEEDING_WITHOUT_ACCELERATOR = {"manual_seed": "None", "manual_seed_all": "None", "seed": "None"}
+
 # Device-generic classes in torch itself.
 TORCH_GENERIC = {"OutOfMemoryError": "OutOfMemoryError", "nvtx.range": "profiler.record_function"}
 

@@ -2,9 +2,12 @@
 
 - branches that already dispatch per backend (mmengine's `if is_npu_available(): … elif
   is_mlu_available(): … else: torch.cuda.set_device(…)`): the whole `if` chain is left as it is, on
-  purpose, and said so at info level (PL411). A chain dispatches when one of its tests names another
-  accelerator (`npu`, `musa`, `mlu`, `xpu`, `mps`, `hpu`, …): its CUDA branch is then already one branch
-  among others, and rewriting it would send the accelerator of another branch down the CUDA one's path;
+  purpose, and said so at info level (PL411). A chain dispatches only when one of its tests names a
+  backend the migrated program may run on (`served_backends`: the vendor target's own; for neutral and
+  torch every accelerator of the backend records but cuda and mps): its CUDA branch is then one branch
+  among others, and rewriting it would send that backend down the CUDA one's path. A CUDA/mps/cpu chain
+  does not dispatch (mps is never a port's target): its CUDA branch is placement, and is rewritten
+  (docs/migrate.md, "Meaning", rule 4);
 - imports that are optional: under `try:` with an `except` that catches ImportError, or under an `if`
   (`if is_apex_available():`, `if torch.cuda.is_available():`). A CUDA-only library imported there
   is still reported, and the report says the import is optional, so the program's fallback runs
@@ -14,14 +17,18 @@
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from dataclasses import dataclass, field
 
 from portlayer.migrate.codes import CODES
 from portlayer.migrate.model import Diagnostic
+from portlayer.migrate.targets import Target, target_named
 
-# Another accelerator named in a test, also inside identifiers (`is_npu_available`, `torch.npu`, "xpu").
-_OTHER_ACCELERATOR = re.compile(r"(?<![a-z])(npu|musa|mlu|xpu|mps|hpu|mtia|gcu|sdaa|dcu|ipu)(?![a-z])")
+from portlayer.backends import PROBE_ORDER
+
+# Backends a port never targets: cuda is the source, and Apple's mps is not where CUDA code is moved.
+_NEVER_SERVED = frozenset({"cuda", "mps"})
 _CUDA = re.compile("cuda|nccl")
 _IMPORT_ERRORS = {"ImportError", "ModuleNotFoundError", "Exception", "BaseException"}
 
@@ -35,16 +42,30 @@ class Guards:
     optional_imports: dict[int, str] = field(default_factory=dict)
 
 
-def mentions_another_accelerator(source: str) -> bool:
-    """Cheap test: False means no `if` chain of `source` can dispatch per backend."""
-    return _OTHER_ACCELERATOR.search(source.lower()) is not None
+def served_backends(target: Target) -> tuple[str, ...]:
+    """The backends a program migrated to `target` may run on, cuda aside: a vendor target's own; for
+    neutral and torch, every accelerator of the backend records but mps."""
+    if target.is_vendor:
+        return (target.vendor,)
+    return tuple(backend.name for backend in PROBE_ORDER
+                 if backend.is_accelerator and backend.name not in _NEVER_SERVED)
 
 
-def find_guards(tree: ast.Module, lines: list[str], libraries: bool) -> Guards:
-    """`lines`: the source's lines, with their endings; `libraries`: the code imports a CUDA-only
-    library (optional imports are looked for only then)."""
+@functools.cache
+def _naming_served_backend(target_name: str) -> re.Pattern:
+    """A served backend named in lowered code, also inside identifiers (`is_npu_available`, `torch.npu`)."""
+    served = served_backends(target_named(target_name))
+    names = "|".join(re.escape(name) for name in sorted(served, key=len, reverse=True))
+    return re.compile(rf"(?<![a-z])(?:{names})(?![a-z])")
+
+
+def find_guards(tree: ast.Module, lines: list[str], target: Target, libraries: bool) -> Guards:
+    """`lines`: the source's lines, with their endings; `target`: what the program is migrated to (a chain
+    dispatches for some targets only); `libraries`: the code imports a CUDA-only library (optional imports
+    are looked for only then)."""
     guards = Guards()
-    dispatching = mentions_another_accelerator("".join(lines))
+    served = _naming_served_backend(target.name)
+    dispatching = served.search("".join(lines).lower()) is not None
     if not (dispatching or libraries):
         return guards
     # What makes an import optional: a reason, or the `if` whose test it depends on.
@@ -67,7 +88,7 @@ def find_guards(tree: ast.Module, lines: list[str], libraries: bool) -> Guards:
                              for child in part]
         elif isinstance(node, ast.If):
             children = [(child, node) for child in node.body + node.orelse]
-            if dispatching and node.lineno not in guards.dispatch_lines and _dispatches(node, lines) and (
+            if dispatching and node.lineno not in guards.dispatch_lines and _dispatches(node, lines, served) and (
                     _CUDA.search("".join(lines[node.lineno - 1 : node.end_lineno]).lower())):
                 guards.dispatch_lines.update(range(node.lineno, node.end_lineno + 1))
                 guards.dispatch_sites.append((node.lineno, node.col_offset + 1, _segment(lines, node.test)))
@@ -93,10 +114,10 @@ def _catches_import_errors(handler: ast.ExceptHandler) -> bool:
     return any((getattr(t, "id", None) or getattr(t, "attr", None)) in _IMPORT_ERRORS for t in types)
 
 
-def _dispatches(node: ast.If, lines: list[str]) -> bool:
-    """One of the chain's tests (`if`, each `elif`) names another accelerator."""
+def _dispatches(node: ast.If, lines: list[str], served: re.Pattern) -> bool:
+    """One of the chain's tests (`if`, each `elif`) names a backend the migrated program may run on."""
     while True:
-        if _OTHER_ACCELERATOR.search(_segment(lines, node.test).lower()):
+        if served.search(_segment(lines, node.test).lower()):
             return True
         if len(node.orelse) == 1 and isinstance(node.orelse[0], ast.If):
             node = node.orelse[0]

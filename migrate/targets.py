@@ -82,19 +82,25 @@ class Target:
             return None if self.name == "torch" else self.amp.replace("{name}", name[len("amp."):])
         if self.name == "torch":
             if name in cuda_api.ACCELERATOR:
-                function = "{torch}.accelerator." + cuda_api.ACCELERATOR[name]
-                if name not in cuda_api.WITHOUT_ACCELERATOR:
-                    return function
-                answer = cuda_api.WITHOUT_ACCELERATOR[name]
-                return f"({function} if {{torch}}.accelerator.is_available() else lambda *args, **kwargs: {answer})"
+                return _answering_without_accelerator(
+                    "{torch}.accelerator." + cuda_api.ACCELERATOR[name], cuda_api.WITHOUT_ACCELERATOR.get(name))
             if name in cuda_api.PORTLAYER or name in cuda_api.DEVICE_MODULE:
-                return self.device_module + "." + name
+                return _answering_without_accelerator(
+                    self.device_module + "." + name, cuda_api.SEEDING_WITHOUT_ACCELERATOR.get(name))
             return None
         if name in cuda_api.PORTLAYER:
             return self.mirrored.format(name=name, torch="{torch}")
         if name in cuda_api.DEVICE_MODULE:
             return self.device_module + "." + name
         return None
+
+
+def _answering_without_accelerator(function: str, answer: str | None) -> str:
+    """`function`, or where torch.cuda's gives `answer` on a host without CUDA, a function that gives it too
+    where the torch target finds no accelerator (torch's own raises there, or torch.cpu lacks it)."""
+    if answer is None:
+        return function
+    return f"({function} if {{torch}}.accelerator.is_available() else lambda *args, **kwargs: {answer})"
 
 
 def _vendor(backend: Backend) -> Target:

@@ -75,7 +75,7 @@ def run_rules(source: str, target: Target, *, annotate: bool = False, every_rule
         return MigrationResult(source, (), (), source)
     snippets = Snippets(analysis.lines, analysis.spans)
     tree = _parse(snippets)
-    guards = find_guards(analysis.tree, analysis.lines, CudaOnlyLibraries in rules)
+    guards = find_guards(analysis.tree, analysis.lines, target, CudaOnlyLibraries in rules)
     flow = find_data_flow(analysis.tree, source, IntDeviceIndices in rules)
     excluded = regions.excluded_lines(source)
     context = FileContext(

@@ -216,3 +216,27 @@ def test_an_int_gpu_id_and_a_map_location_string_place_on_the_active_backend(tar
     assert trainer.batch(torch.ones(1)).device.type == "cpu"
     assert isinstance(trainer.gpu_id, int)
     assert [c.code for c in migrate_source(DDP_TUTORIAL_SHAPE, target).changes if c.code == "PL101"] == ["PL101"] * 3
+
+
+MINGPT_SET_SEED = '''
+import random
+import numpy as np
+import torch
+def set_seed(seed):
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+    torch.cuda.manual_seed_all(seed)
+    torch.cuda.manual_seed(seed)
+set_seed(3)
+drawn = torch.rand(2)
+'''
+
+
+@pytest.mark.parametrize("target", RUN_TARGETS)
+def test_seeding_every_cuda_device_does_nothing_where_there_is_no_accelerator(target):
+    # minGPT's mingpt/utils.py set_seed: torch.cpu, the torch target's device module here, has no
+    # manual_seed_all; torch.cuda's queues the call until CUDA starts, so without CUDA it does nothing.
+    ran = run_migrated(MINGPT_SET_SEED, target)
+    torch.manual_seed(3)
+    assert torch.equal(ran["drawn"], torch.rand(2))
