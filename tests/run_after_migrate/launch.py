@@ -160,8 +160,8 @@ def device_memory(running: Running) -> dict[str, int]:
     lines = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
     if running.nproc is None:
         # Only the program's own process: not the workers of a data loader, say, that load the plugin too.
-        lines = [line for line in lines if line["pid"] == running.process.pid]
-        return {"main": sum(line["peak_bytes"]) for line in lines[:1]}
+        own = [sum(line["peak_bytes"]) for line in lines if line["pid"] == running.process.pid]
+        return {"main": own[0]} if own else {}
     # Under torchrun the launcher (no RANK) may load the plugin too; only the ranks train.
     return {line["rank"]: sum(line["peak_bytes"]) for line in lines if line["rank"] is not None}
 
