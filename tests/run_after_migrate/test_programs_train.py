@@ -114,6 +114,16 @@ ALL = (
         prints_losses=False,
         targets=PUBLIC_TARGETS,
     ),
+    Program(
+        "ddp_example/example.py",
+        # Two local ranks share the stand-in's two devices: one each (in one process, rank 0 takes the first).
+        (("--local_world_size", "2"),),
+        torchrun_only=True,
+        says=("rank = 0",),
+        public=True,
+        prints_losses=False,
+        targets=PUBLIC_TARGETS,
+    ),
 )
 
 
