@@ -27,7 +27,7 @@ from portlayer.cli import cli
 from tests import fake_device
 
 PROGRAMS = Path(__file__).resolve().parent / "programs"
-# Public training programs, stored as published (each folder's SOURCE.md names the repository, commit, path
+# Public training programs, stored as published (each folder's SOURCE.txt names the repository, commit, path
 # and license).
 PUBLIC = Path(__file__).resolve().parent / "public"
 # The stand-in device writes what each process allocated to this file (tests/fake_plugins/fake_vendor/memory_log.py).

@@ -7,7 +7,7 @@ import random
 from pathlib import Path
 
 # Files of a public program's folder that are not part of the program: its provenance and license.
-NOT_THE_PROGRAM = ("SOURCE.md", "LICENSE")
+NOT_THE_PROGRAM = ("SOURCE.txt", "LICENSE")
 
 # pytorch/examples word_language_model: a one-layer LSTM of width 16 over 8-token windows, two epochs.
 WORD_LANGUAGE_MODEL_TINY = (

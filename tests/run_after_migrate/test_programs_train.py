@@ -93,7 +93,7 @@ ALL = (
         never_says=("You have a CUDA device",),
     ),
     Program("hf_trainer.py", (("out",),), says=("generated: the cat", PLACED)),
-    # Public programs, as published (public/*/SOURCE.md), with tiny-config arguments and synthesised data.
+    # Public programs, as published (public/*/SOURCE.txt), with tiny-config arguments and synthesised data.
     Program(
         "word_language_model/main.py",
         ((*public_programs.WORD_LANGUAGE_MODEL_TINY, "--cuda", "--save", "model.pt"),),
