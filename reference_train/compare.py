@@ -33,6 +33,10 @@ COMPARABLE_FIELDS = (
 SETTING_FIELDS = ("lr", "warmup_steps", "precision", "tf32", "parity", "deterministic", "dropout_fields_zeroed")
 # The settings that act through the learning rate: their effect starts where the recorded rates part.
 LR_FIELDS = ("lr", "warmup_steps")
+# The other settings that make a different training, from the first step: a divergence they may explain is
+# not called real. Deterministic algorithms (and the way state is sharded) change only the order of
+# reductions, rounding-level: a divergence between runs differing there is real.
+TRAINING_FIELDS = ("precision", "tf32", "parity", "dropout_fields_zeroed")
 
 # The data checksum covers every sample a run consumes, so runs of different lengths never share it. When
 # only a common prefix of steps is compared, what makes the data instead must match: the corpus (None: the
@@ -128,16 +132,16 @@ class Comparison:
     @property
     def known_difference(self) -> tuple[int, str] | None:
         """(the first step whose loss it can change, what it is) for the earliest difference the two runs are
-        known to have: a setting other than the learning rate's (from step 1), or learning rates that part at
-        step p because the lr settings or the schedules differ (the loss from step p + 1: a step's loss is
+        known to have: a setting that makes another training (TRAINING_FIELDS, from step 1), or learning rates
+        that part at step p because the lr settings or the schedules differ (the loss from step p + 1: a step's loss is
         measured before its update). None when the runs record no difference, or when the rates part
         without one (then nothing known explains it)."""
         differing = [field for field, _, _ in self.setting_differences]
-        settings = [field for field in differing if field not in LR_FIELDS]
+        settings = [field for field in differing if field in TRAINING_FIELDS]
         if settings:
             return 1, f"the runs differ in {', '.join(settings)}"
         parting = self.lr_parting
-        if parting is None or not (self.schedules_differ or differing):
+        if parting is None or not (self.schedules_differ or any(field in LR_FIELDS for field in differing)):
             return None
         return parting[0] + 1, f"the learning rate differs from step {parting[0]}"
 

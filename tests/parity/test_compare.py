@@ -288,6 +288,14 @@ def test_a_recorded_setting_explains_a_divergence_from_the_first_step(make_run, 
     assert comparison.schedule_note is None  # the lr setting is named by its own note
 
 
+def test_deterministic_algorithms_off_explain_no_divergence(make_run, perturbed):
+    """They change the order of reductions only: rounding, never a divergence."""
+    comparison = compare_runs(make_run(), perturbed(make_run(deterministic=False), {2: 5e-2}))
+    assert comparison.setting_differences == (("deterministic", True, False),)
+    assert comparison.known_difference is None
+    assert comparison.verdict == DIVERGENCE
+
+
 def test_run_files_without_a_recorded_schedule_spanned_their_own_length(make_run):
     assert schedule_length(make_run()) == 6
     assert schedule_length(make_run(schedule_steps=30)) == 30
