@@ -224,6 +224,11 @@ class _EntryPoint:
             "backend 'tops' (portlayer_gcu:BACKEND, entry point group portlayer.backends) names its record "
             "'gcu': the two names must be the same",
         ),
+        (  # a name that sorts before the record's, as well as one after
+            [_EntryPoint("enflame", "portlayer_gcu:BACKEND", _gcu())],
+            "backend 'enflame' (portlayer_gcu:BACKEND, entry point group portlayer.backends) names its record "
+            "'gcu': the two names must be the same",
+        ),
         (
             [_EntryPoint("gcu", "a:BACKEND", _gcu()), _EntryPoint("gcu", "b:BACKEND", _gcu())],
             "two installed backends are named 'gcu': a:BACKEND and b:BACKEND",
