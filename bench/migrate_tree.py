@@ -4,7 +4,11 @@
 
 Anchor, measured in the same run: one process parsing and printing with LibCST just the files that
 mention cuda or nccl (case-insensitive), read beforehand, nothing else. The command does more — walks the
-tree, reads and prefilters every file, runs every rule, diffs — and may use every core. Goal: ratio <= 1.0.
+tree, reads and prefilters every file, runs every rule, diffs — and may use every core. Goal: wall-clock
+ratio <= 0.4 for the default (neutral) target, and neutral no slower than a vendor target (npu).
+
+Wall clock is what a user waits; on a machine others load it swings with their work, so the CPU seconds
+(the command's workers together, against the anchor's) are printed beside it.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import re
+import resource
 import subprocess
 import sys
 import time
@@ -31,43 +36,55 @@ def default_tree() -> Path:
     return Path(next(iter(spec.submodule_search_locations)))
 
 
-def floor_seconds(tree: Path) -> tuple[float, int, int]:
+def floor_seconds(tree: Path) -> tuple[float, float, int, int]:
+    """Wall and CPU seconds of the anchor, the number of files and of those that mention cuda/nccl."""
     found, _ = discover([tree])
     texts = [f.path.read_text(encoding="utf-8", errors="replace") for f in found if f.kind == "python"]
     mentioning = [text for text in texts if MENTIONS.search(text)]
     printed = 0
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     for text in mentioning:
         with contextlib.suppress(cst.ParserSyntaxError):
             printed += len(cst.parse_module(text).code)
-    return time.perf_counter() - start, len(found), len(mentioning)
+    return time.perf_counter() - start, time.process_time() - cpu, len(found), len(mentioning)
 
 
-def migrate_seconds(tree: Path) -> tuple[float, str]:
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def migrate_seconds(tree: Path, target: str) -> tuple[float, float, str]:
+    """Wall and CPU seconds (its workers included) of `portlayer migrate --check`, and its summary line."""
     command = [
         sys.executable,
         "-c",
         "from portlayer.cli import main; main()",
         "migrate",
         "--check",
+        "--target",
+        target,
         str(tree),
     ]
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), _children_cpu()
     run = subprocess.run(command, capture_output=True, text=True)
-    seconds = time.perf_counter() - start
+    seconds, cpu_seconds = time.perf_counter() - start, _children_cpu() - cpu
     if run.returncode not in (0, 1, 2):
         sys.exit(f"bench/migrate_tree.py: portlayer migrate crashed:\n{run.stderr[-2000:]}")
-    return seconds, run.stderr.strip().splitlines()[-1]
+    return seconds, cpu_seconds, run.stderr.strip().splitlines()[-1]
 
 
 def main() -> None:
     tree = Path(sys.argv[1]) if len(sys.argv) > 1 else default_tree()
-    ours, summary = migrate_seconds(tree)
-    floor, files, mentioning = floor_seconds(tree)
+    runs = {target: migrate_seconds(tree, target) for target in ("neutral", "npu")}
+    floor, floor_cpu, files, mentioning = floor_seconds(tree)
     print(f"tree: {tree} ({files} files, {mentioning} mention cuda/nccl)")
-    print(f"portlayer migrate --check: {ours:.2f} s  ({summary})")
-    print(f"floor, LibCST parse + print of the {mentioning} files, one process: {floor:.2f} s")
-    print(f"ratio: {ours / floor:.2f}  (goal <= 1.0)")
+    print(f"floor, LibCST parse + print of the {mentioning} files, one process: {floor:.2f} s ({floor_cpu:.2f} s cpu)")
+    for target, (ours, cpu, summary) in runs.items():
+        print(f"portlayer migrate --check --target {target}: {ours:.2f} s ({cpu:.2f} s cpu)  ({summary})")
+        print(f"  ratio: {ours / floor:.2f}  cpu ratio: {cpu / floor_cpu:.2f}  (goal: ratio <= 0.4)")
+    neutral, npu = runs["neutral"][1], runs["npu"][1]
+    print(f"neutral / npu, cpu seconds: {neutral / npu:.2f}  (goal <= 1.0)")
 
 
 if __name__ == "__main__":

@@ -114,6 +114,9 @@ CODES: dict[str, Code] = {
                   "provably an int (`int(...)`, a parameter annotated `int`) the codemod converts it"),
     "PL501": Code("dtype", "warning", "float64 on a backend without native float64",
                   "use float32 on the device; keep float64 on the host (cpu) if needed"),
+    "PL502": Code("dtype", "info", "float64 on some of the backends the code may run on has no native support",
+                  "use float32 on the device where it runs on those backends; keep float64 on the host (cpu) "
+                  "if needed"),
     # PL6xx: environment variables and shell scripts.
     "PL601": Code("environment", "warning", "CUDA_VISIBLE_DEVICES in a shell script",
                   "set the target's visible-devices variable (portlayer.visible_devices_env())"),

@@ -29,6 +29,8 @@ _DEVICE_KEYWORDS = {"device", "map_location"}
 @dataclass
 class DataFlow:
     int_names: set[str] = field(default_factory=set)
+    # Names that hold a list of ints (`device_ids = list(range(a, b))`): an item of one is an int.
+    int_lists: set[str] = field(default_factory=set)
     # Lines of `name = "cuda..."` assignments whose name is read only as a device.
     device_string_lines: set[int] = field(default_factory=set)
     # `device = 0` (line, column 1-based, name) where the name is given as a device somewhere.
@@ -85,6 +87,8 @@ def find_data_flow(tree: ast.Module, source: str, index_names: bool) -> DataFlow
         for name, value in assignments:
             if _is_int(value, flow.int_names):
                 flow.int_names.add(name)
+            elif _is_int_list(value, flow.int_names):
+                flow.int_lists.add(name)
     flow.int_devices = [(node.lineno, node.col_offset + 1, name) for node, name in int_literals
                         if name in given_as_device]
     return flow
@@ -100,6 +104,17 @@ def _is_int(value: ast.expr, known: set[str]) -> bool:
     if isinstance(value, ast.BinOp) and isinstance(value.op, _INDEX_OPERATORS):
         return _is_int(value.left, known) and (isinstance(value.op, ast.Mod) or _is_int(value.right, known))
     return dotted(value) in known
+
+
+def _is_int_list(value: ast.expr, known: set[str]) -> bool:
+    """`range(...)`, `list(range(...))`, or a list or tuple display of ints."""
+    if isinstance(value, (ast.List, ast.Tuple)):
+        return bool(value.elts) and all(_is_int(element, known) for element in value.elts)
+    if isinstance(value, ast.Call) and isinstance(value.func, ast.Name):
+        if value.func.id == "range":
+            return True
+        return value.func.id == "list" and len(value.args) == 1 and _is_int_list(value.args[0], known)
+    return False
 
 
 def _is_cuda_string(value: ast.expr) -> bool:

@@ -22,7 +22,9 @@ How to write a rule (four things to know; the rest is the engine's business):
    code has one (or that read a name an import with one binds) are shown to it, and files with none
    are skipped; a word missing here is a site silently missed (tests/migrate/test_statements.py runs
    every rule over every statement to catch that). `fires_for(target)` returns False for targets on
-   which the rule never acts.
+   which the rule never acts; `file_words(target)` narrows the words that send a file through the rules
+   at all, for words common outside CUDA code (`rank`). `Words(imported=("apex",))`: a package that
+   matters where it is imported.
 3. Ask, never guess: `self.qualified(node)` is what a name or chain refers to through the file's imports
    and scopes ("torch.cuda.synchronize" for `th.cuda.synchronize` after `import torch as th`; None for
    a local `cuda`). Rewrite in `leave_*` by returning the new node; build it with

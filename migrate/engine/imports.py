@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import re
+import sys
 from dataclasses import dataclass, field
 
 import libcst as cst
@@ -302,7 +303,14 @@ def _insert_sorted(code: str, block: list[ast.stmt], modules: list[str]) -> str:
     lines = source_lines(code)
     newline = newline_of(code)
     plain = [s for s in block if isinstance(s, ast.Import)]
+    names = [s.names[0].name.lower() for s in plain]
     at: dict[int, list[str]] = {}
+    if names != sorted(names):
+        # No order to keep: with the third-party imports, after the last one (alphabetically, `portlayer`
+        # would land among the standard library in `import os / import math / import time / import torch`).
+        third_party = [s for s in block if _top_module(s) not in (None, *sys.stdlib_module_names)]
+        at[third_party[-1].end_lineno + 1] = [f"import {module}{newline}" for module in modules]
+        modules = []
     for module in modules:
         after = next((s for s in plain if s.names[0].name.lower() > module.lower()), None)
         if after is not None:

@@ -20,6 +20,7 @@ from portlayer.migrate.annotate import Annotate
 from portlayer.migrate.dataflow import find_data_flow, int_device_diagnostics
 from portlayer.migrate.engine.analysis import analyse
 from portlayer.migrate.engine.imports import ImportPlan
+from portlayer.migrate.engine.quotes import QuotesInsideFStrings
 from portlayer.migrate.engine.snippets import Snippets
 from portlayer.migrate.engine.triggers import Prefilter
 from portlayer.migrate.guards import dispatch_diagnostics, find_guards
@@ -31,12 +32,17 @@ from portlayer.migrate.targets import TARGETS, Target, target_named
 
 __all__ = ["TARGETS", "migrate_source", "mentions_cuda", "prefilter", "SourceError", "MigrationResult"]
 
-# Per target, every word a rule that fires for it can fire on (see each rule's TRIGGER). A file that
-# has none comes out byte-identical, so the driver can skip it before parsing.
-_PREFILTERS = {
-    name: Prefilter(reduce(operator.or_, (rule.TRIGGER for rule in RULES if rule.fires_for(target_named(name)))))
-    for name in TARGETS
-}
+
+
+def _prefilter_for(target: Target) -> Prefilter:
+    """The file test: the rules' `file_words` (a file with none comes out byte-identical, so the driver
+    skips it before parsing); the statements of a file that passes are picked by every rule's TRIGGER."""
+    rules = [rule for rule in RULES if rule.fires_for(target)]
+    return Prefilter(reduce(operator.or_, (rule.file_words(target) for rule in rules)),
+                     reduce(operator.or_, (rule.TRIGGER for rule in rules)))
+
+
+_PREFILTERS = {name: _prefilter_for(target_named(name)) for name in TARGETS}
 
 
 def prefilter(target: Target) -> Prefilter:
@@ -81,7 +87,7 @@ def run_rules(source: str, target: Target, *, annotate: bool = False, every_rule
     context = FileContext(
         ImportPlan(), target, excluded | guards.dispatch_lines, analysis.imports,
         analysis.scopes, snippets.file_line, guards.optional_imports,
-        frozenset(flow.int_names), frozenset(flow.device_string_lines),
+        frozenset(flow.int_names), frozenset(flow.device_string_lines), frozenset(flow.int_lists),
     )
     # Positions are computed again only after a rule has changed the tree.
     wrapper = MetadataWrapper(tree, unsafe_skip_copy=True)
@@ -101,6 +107,8 @@ def run_rules(source: str, target: Target, *, annotate: bool = False, every_rule
     diagnostics = sorted(set(diagnostics), key=lambda d: (d.line, d.col, d.code))
     if annotate and diagnostics:
         tree = wrapper.visit(Annotate(diagnostics, snippets.file_line, analysis.lines))
+    if changes:
+        tree = tree.visit(QuotesInsideFStrings())
     code = snippets.splice(tree) if changes or (annotate and diagnostics) else source
     changes.sort(key=lambda c: (c.line, c.col, c.code))
     if changes:

@@ -50,6 +50,7 @@ class FileContext:
     # file's lines of `name = "cuda..."` whose name is read only as a device.
     int_names: frozenset[str] = frozenset()
     device_string_lines: frozenset[int] = frozenset()
+    int_lists: frozenset[str] = frozenset()  # names that hold a list of ints (`list(range(…))`)
 
 
 class Rule(cst.CSTTransformer):
@@ -77,6 +78,13 @@ class Rule(cst.CSTTransformer):
     def fires_for(cls, target: Target) -> bool:
         """False when the rule never changes or reports anything on `target`."""
         return True
+
+    @classmethod
+    def file_words(cls, target: Target) -> Words:
+        """The words that make a file worth reading for this rule on `target` (the engine's file test,
+        `portlayer.migrate.engine.triggers`): TRIGGER, unless the rule matters only in a file that has
+        CUDA code for another rule."""
+        return cls.TRIGGER
 
     def __init__(self, context: FileContext):
         super().__init__()

@@ -363,20 +363,39 @@ class Devices(StringRoleRule):
 
     def _placement_count(self, original: cst.BinaryOperation, node: cst.BinaryOperation) -> cst.BaseExpression:
         """`rank % <device_count()>` picks a device: at least 1 there, where the count of accelerators is 0
-        on the cpu (the API rule has already converted `torch.cuda.device_count()`)."""
-        right = node.right
+        on the cpu (the API rule has already converted `torch.cuda.device_count()`). `<device_count()> //
+        local_world_size` is the devices of one rank (pytorch/examples distributed/ddp/example.py): at
+        least 1, or the rank gets an empty list of devices."""
         if (self.target.is_vendor or not isinstance(node.operator, (cst.Modulo, cst.FloorDivide))
-                or not isinstance(right, cst.Call) or right.args or self.excluded(original)):
+                or self.excluded(original)):
             return node
-        counted = code_of(right.func)
-        if counted not in ("portlayer.device_count", f"{self.context.module.torch_alias or 'torch'}.accelerator.device_count"):
-            return node
-        bounded = cst.Call(cst.Name("max"), [cst.Arg(right.with_changes(lpar=[], rpar=[]),
-                                                     comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))),
-                                             cst.Arg(cst.Integer("1"))])
-        self.changed("PL101", original, f"% {counted}() -> % max({counted}(), 1): a device index on the cpu too",
-                     needs_runtime=False)
-        return node.with_changes(right=bounded)
+        if self._device_count(node.right):
+            counted = code_of(node.right.func)
+            self.changed("PL101", original, f"% {counted}() -> % max({counted}(), 1): a device index on the cpu too",
+                         needs_runtime=False)
+            return node.with_changes(right=_at_least_one(node.right))
+        if isinstance(node.operator, cst.FloorDivide) and self._device_count(node.left) and not self._bounded(original):
+            counted = code_of(node.left.func)
+            self.changed("PL101", original, f"{counted}() // n -> max({counted}() // n, 1): a device per rank on the "
+                                            "cpu too", needs_runtime=False)
+            return _at_least_one(node)
+        return node
+
+    def _bounded(self, node: cst.BinaryOperation) -> bool:
+        """`node` is already the first argument of `max(…, 1)` (a second run)."""
+        call = self.parent(self.parent(node))
+        return isinstance(call, cst.Call) and code_of(call.func) == "max"
+
+    def _device_count(self, node: cst.BaseExpression) -> bool:
+        return isinstance(node, cst.Call) and not node.args and code_of(node.func) in (
+            "portlayer.device_count", f"{self.context.module.torch_alias or 'torch'}.accelerator.device_count")
 
     def leave_Comparison(self, original_node, updated_node) -> cst.BaseExpression:
         return self.replacements.get(original_node, updated_node)
+
+
+def _at_least_one(count: cst.BaseExpression) -> cst.Call:
+    """`max(count, 1)`."""
+    return cst.Call(cst.Name("max"), [cst.Arg(count.with_changes(lpar=[], rpar=[]),
+                                              comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))),
+                                      cst.Arg(cst.Integer("1"))])

@@ -95,13 +95,21 @@ class DistributedDataParallelDevices(Rule):
             return updated_node
         args = list(updated_node.args)
         keywords = {arg.keyword.value: i for i, arg in enumerate(args) if arg.keyword is not None}
+        positional = [i for i, arg in enumerate(args) if arg.keyword is None and not arg.star]
+        if "device_ids" not in keywords and len(positional) >= 2:
+            keywords["device_ids"] = positional[1]  # DistributedDataParallel(module, device_ids, …)
         if "device_ids" not in keywords:
             return updated_node
         ids_arg = args[keywords["device_ids"]]
-        if not isinstance(ids_arg.value, cst.List) or not ids_arg.value.elements:
+        if isinstance(ids_arg.value, cst.List):
+            if not ids_arg.value.elements:
+                return updated_node
+            elements = ids_arg.value.elements
+            single = elements[0].value if len(elements) == 1 else None
+        elif isinstance(ids_arg.value, (cst.Name, cst.Attribute)) and ids_arg.value.value != "None":
+            single = None  # a list held in a variable (pytorch/examples distributed/ddp/example.py)
+        else:
             return updated_node
-        elements = ids_arg.value.elements
-        single = elements[0].value if len(elements) == 1 else None
         # neutral's `ddp_device_ids(i)` takes the index itself; torch's keeps the list as written.
         argument = single if single is not None and self.target.name == "neutral" else ids_arg.value
         args[keywords["device_ids"]] = ids_arg.with_changes(value=self.expression(template, ids=argument))

@@ -16,17 +16,27 @@ from portlayer.migrate.rules.strings import is_method
 # Names that hold a GPU index in training code (the last part of `self.gpu_id`, `args.local_rank`).
 INDEX_NAMES = ("gpu", "gpu_id", "gpu_idx", "gpu_index", "local_gpu", "local_rank", "device_id", "device_idx",
                "device_index", "rank")
+# Names that hold GPU indices, given as a device one item at a time (`.to(device_ids[0])`).
+INDEX_LIST_NAMES = ("device_ids", "gpu_ids", "gpus")
 
 
 class IntDeviceIndices(Rule):
-    TRIGGER = Words(whole=INDEX_NAMES)
+    TRIGGER = Words(whole=INDEX_NAMES + INDEX_LIST_NAMES)
 
     @classmethod
     def fires_for(cls, target) -> bool:
         return not target.is_vendor
 
+    @classmethod
+    def file_words(cls, target) -> Words:
+        # An int is a CUDA device in a file with CUDA code; `rank` alone is in a quarter of all files.
+        return Words()
+
     def visit_Call(self, node: cst.Call) -> None:
         for value in self._device_arguments(node):
+            if isinstance(value, cst.Subscript):
+                self._item(value)
+                continue
             name = dotted(value)
             if name is None or self.excluded(value) or self.qualified(value) is not None:
                 continue  # not a plain value, or an imported name
@@ -40,6 +50,17 @@ class IntDeviceIndices(Rule):
                 self.changed("PL101", value, f"{name} (an int: a CUDA index) -> {code_of(device)}")
             else:
                 self.report("PL412", value, f"{name} is given as a device: an int there means a CUDA device")
+
+    def _item(self, value: cst.Subscript) -> None:
+        """`device_ids[0]`: an int where the file makes `device_ids` a list of ints, else reported."""
+        name = dotted(value.value)
+        if name is None or name.rsplit(".", 1)[-1] not in INDEX_LIST_NAMES or self.excluded(value):
+            return
+        if name in self.context.int_lists and len(value.slice) == 1 and isinstance(value.slice[0].slice, cst.Index):
+            self.replacements[value] = device = self.expression(self.target.indexed_device, index=value)
+            self.changed("PL101", value, f"{code_of(value)} (an int: a CUDA index) -> {code_of(device)}")
+        else:
+            self.report("PL412", value, f"{code_of(value)} is given as a device: an int there means a CUDA device")
 
     def _device_arguments(self, node: cst.Call) -> list[cst.BaseExpression]:
         found = []
@@ -56,4 +77,7 @@ class IntDeviceIndices(Rule):
         return self.replacements.get(original_node, updated_node)
 
     def leave_Attribute(self, original_node, updated_node):
+        return self.replacements.get(original_node, updated_node)
+
+    def leave_Subscript(self, original_node, updated_node):
         return self.replacements.get(original_node, updated_node)

@@ -41,7 +41,7 @@ _LOAD = "torch.utils.cpp_extension.load"
 
 
 class CudaOnlyLibraries(Rule):
-    TRIGGER = Words(("flash_attention_2",), whole=tuple(LIBRARIES))
+    TRIGGER = Words(("flash_attention_2",), imported=tuple(LIBRARIES))
 
     def visit_Import(self, node: cst.Import) -> bool:
         for alias in node.names:

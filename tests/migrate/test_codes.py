@@ -39,8 +39,10 @@ FIRES = {
     "PL410": ("neutral", "import torch.cuda.nccl\n", 1, 8),
     "PL411": ("neutral", "import torch\nif is_npu_available():\n    torch.npu.set_device(0)\n"
                          "else:\n    torch.cuda.set_device(0)\n", 2, 1),
-    "PL412": ("neutral", "import torch\nx = torch.ones(1).to(local_rank)\n", 2, 22),
+    # An int is taken for a CUDA device in a file with CUDA code (`rank` alone sends no file through the rules).
+    "PL412": ("neutral", "import torch\ntorch.cuda.synchronize()\nx = torch.ones(1).to(local_rank)\n", 3, 22),
     "PL501": ("npu", "import torch\nx = torch.ones(2, dtype=torch.float64)\n", 2, 25),
+    "PL502": ("neutral", "import torch\nx = torch.ones(2).cuda().double()\n", 2, 5),
     "PL605": ("npu", "import os\nos.environ['NCCL_P2P_LEVEL'] = 'NVL'\n", 2, 12),
     "PL606": ("neutral", "import os\nos.getenv('CUDA_VISIBLE_DEVICES')\n", 2, 11),
     "PL607": ("torch", "import os\nos.environ['NCCL_DEBUG'] = 'INFO'\n", 2, 12),

@@ -57,10 +57,35 @@ def test_prefilter_ignores_words_that_only_contain_a_trigger():
     assert not mentions_cuda("def example(x: torch.Tensor):\n    return x.clamp(0).double()  # apexes\n")
 
 
+def test_words_common_outside_cuda_code_do_not_send_a_file_through_the_rules():
+    # A quarter of transformers' files say `rank`, and model names say `nvidia/…`: reading each of them
+    # through the rules made the neutral target twice as slow as the vendors' (bench/migrate_tree.py).
+    for source in ["model.to(local_rank)\n", "def f(rank, gpu):\n    return rank\n",
+                   'CHECKPOINT = "nvidia/mit-b0"\n', "# needs grouped_gemm\nx = 1\n"]:
+        assert not mentions_cuda(source, "neutral") and not mentions_cuda(source, "torch"), source
+    for source in ["import nvidia.dali\n", "from grouped_gemm import ops\n", "import os, apex\n",
+                   "try:\n    import triton\nexcept ImportError:\n    pass\n"]:
+        assert mentions_cuda(source), source
+
+
+def test_an_int_index_is_still_converted_in_a_file_with_cuda_code():
+    source = "import torch\ntorch.cuda.set_device(0)\ndef f(model, local_rank: int):\n    return model.to(local_rank)\n"
+    assert "model.to(portlayer.device(local_rank))" in migrate_source(source).code
+
+
 def test_float64_is_looked_for_only_where_it_is_reported():
     for source in ["torch.float64", "x.double()", "torch.double"]:
         assert mentions_cuda(source, "npu") and mentions_cuda(source, "musa"), source
         assert not mentions_cuda(source, "neutral") and not mentions_cuda(source, "torch"), source
+
+
+@pytest.mark.parametrize("target", ["neutral", "torch"])
+def test_float64_is_noted_once_per_file_on_the_targets_that_run_anywhere(target):
+    # Neutral output is meant to run on the npu too, where float64 is emulated or missing.
+    source = "import torch\nx = torch.zeros(2).cuda()\ny = x.double()\nz = torch.ones(2, dtype=torch.float64)\n"
+    (note,) = migrate_source(source, target).diagnostics
+    assert (note.code, note.line, note.severity) == ("PL502", 3, "info")
+    assert all(backend in note.message for backend in ("npu", "musa", "hpu"))
 
 
 def test_result_reports_conversions_with_input_positions():
@@ -182,3 +207,8 @@ def test_only_torch_cudas_nccl_is_reported_as_nccl_only():
         ("PL410", 1, 1)
     ]
     assert migrate_source("from mylib import nccl\n").diagnostics == ()
+
+
+def test_an_item_of_an_index_list_not_provably_ints_is_reported():
+    source = "import torch\ntorch.cuda.synchronize()\nx = torch.ones(1).to(args.gpus[1])\n"
+    assert [(d.code, d.line, d.col) for d in migrate_source(source).diagnostics] == [("PL412", 3, 22)]

@@ -240,3 +240,44 @@ def test_seeding_every_cuda_device_does_nothing_where_there_is_no_accelerator(ta
     ran = run_migrated(MINGPT_SET_SEED, target)
     torch.manual_seed(3)
     assert torch.equal(ran["drawn"], torch.rand(2))
+
+
+# pytorch/examples distributed/ddp/example.py (the multi-GPU-per-process demo), in one process of a gloo group.
+DDP_DEVICES_PER_PROCESS = '''
+import tempfile
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+def demo_basic(local_world_size, local_rank):
+    n = torch.cuda.device_count() // local_world_size
+    device_ids = list(range(local_rank * n, (local_rank + 1) * n))
+    model = nn.Linear(10, 5).cuda(device_ids[0])
+    ddp_model = DDP(model, device_ids)
+    loss_fn = nn.MSELoss()
+    optimizer = torch.optim.SGD(ddp_model.parameters(), lr=0.001)
+    optimizer.zero_grad()
+    outputs = ddp_model(torch.randn(20, 10))
+    labels = torch.randn(20, 5).to(device_ids[0])
+    loss_fn(outputs, labels).backward()
+    optimizer.step()
+    return device_ids, next(ddp_model.parameters()).device.type
+
+with tempfile.TemporaryDirectory() as folder:  # the file store removes its file when it is done
+    dist.init_process_group("gloo", init_method=f"file://{folder}/store", rank=0, world_size=1)
+    try:
+        device_ids, placed = demo_basic(2, 1)
+    finally:
+        dist.destroy_process_group()
+'''
+
+
+@pytest.mark.parametrize("target", RUN_TARGETS)
+def test_devices_per_process_from_the_count_give_each_rank_at_least_one(target):
+    # The count feeds placement arithmetic: 0 // 2 devices gave rank 1 an empty list, and
+    # `model.cuda(device_ids[0])` an IndexError; the list variable given to DDP and `.to(device_ids[0])`
+    # went unconverted and unreported.
+    ran = run_migrated(DDP_DEVICES_PER_PROCESS, target)
+    assert (ran["device_ids"], ran["placed"]) == ([1], "cpu")
+    assert migrate_source(DDP_DEVICES_PER_PROCESS, target).diagnostics == ()
