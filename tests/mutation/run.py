@@ -48,8 +48,8 @@ TARGETS = {
     "rules": ("migrate/rules", "tests/migrate"),
     "guards": (
         "migrate/guards.py",
-        "tests/migrate/test_device_chains.py tests/migrate/test_meaning.py tests/migrate/test_codes.py"
-        " tests/migrate/test_golden.py",
+        "tests/migrate/test_dispatch_report.py tests/migrate/test_device_chains.py tests/migrate/test_meaning.py"
+        " tests/migrate/test_codes.py tests/migrate/test_golden.py",
     ),
     "dataflow": (
         "migrate/dataflow.py",

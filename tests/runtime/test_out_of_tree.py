@@ -244,6 +244,8 @@ def test_a_broken_out_of_tree_backend_is_one_clear_error(monkeypatch, entries, m
 
 def test_the_same_distribution_twice_on_the_path_is_loaded_once(monkeypatch):
     record = _gcu()
-    twice = [_EntryPoint("gcu", "portlayer_gcu:BACKEND", record)] * 2
+    # Two entry points read from two copies of its metadata: equal values, not one string object.
+    twice = [_EntryPoint("gcu", "".join(["portlayer_gcu", ":BACKEND"]), record) for _ in range(2)]
+    assert twice[0].value == twice[1].value and twice[0].value is not twice[1].value
     monkeypatch.setattr(out_of_tree, "_entry_points", lambda: twice)
     assert out_of_tree.load() == (record,)
