@@ -233,6 +233,10 @@ class _EntryPoint:
             [_EntryPoint("gcu", "a:BACKEND", _gcu()), _EntryPoint("gcu", "b:BACKEND", _gcu())],
             "two installed backends are named 'gcu': a:BACKEND and b:BACKEND",
         ),
+        (
+            [_EntryPoint("gcu", "b:BACKEND", _gcu()), _EntryPoint("gcu", "a:BACKEND", _gcu())],
+            "two installed backends are named 'gcu': b:BACKEND and a:BACKEND",
+        ),
     ],
 )
 def test_a_broken_out_of_tree_backend_is_one_clear_error(monkeypatch, entries, message):
