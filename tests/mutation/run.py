@@ -46,10 +46,12 @@ TARGETS = {
     "patches": ("portlayer/dropin/patches.py", "tests/dropin/test_patching.py tests/dropin/test_dropin_cpu.py"),
     "shell": ("migrate/shell.py", "tests/migrate_cli/test_shell.py"),
     "rules": ("migrate/rules", "tests/migrate"),
+    # The fastest tests first: with -x, a killed mutant stops at the first that fails; test_device_chains,
+    # which runs migrated programs, comes last.
     "guards": (
         "migrate/guards.py",
-        "tests/migrate/test_dispatch_report.py tests/migrate/test_device_chains.py tests/migrate/test_meaning.py"
-        " tests/migrate/test_codes.py tests/migrate/test_golden.py",
+        "tests/migrate/test_dispatch_report.py tests/migrate/test_codes.py tests/migrate/test_meaning.py"
+        " tests/migrate/test_golden.py tests/migrate/test_device_chains.py",
     ),
     "dataflow": (
         "migrate/dataflow.py",
@@ -60,7 +62,10 @@ TARGETS = {
         "tests/migrate/test_meaning.py tests/migrate/test_codes.py tests/migrate/test_golden.py",
     ),
     "out_of_tree": ("portlayer/backends/out_of_tree.py", "tests/runtime/test_out_of_tree.py"),
-    "preflight_memory": ("portlayer/preflight/fake_step.py", "tests/test_preflight_fake.py"),
+    "preflight_memory": (
+        "portlayer/preflight/fake_step.py",
+        "tests/test_preflight_memory_parts.py tests/test_preflight_fake.py",
+    ),
 }
 # Targets of which only some top-level definitions are the code under test: mutants elsewhere in the
 # module are skipped (the rest of fake_step.py records the step's ops, which the preflight op tests cover).
