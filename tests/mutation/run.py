@@ -55,11 +55,13 @@ TARGETS = {
     ),
     "dataflow": (
         "migrate/dataflow.py",
-        "tests/migrate/test_meaning.py tests/migrate/test_codes.py tests/migrate/test_golden.py",
+        "tests/migrate/test_int_device_flow.py tests/migrate/test_meaning.py tests/migrate/test_codes.py"
+        " tests/migrate/test_golden.py",
     ),
     "int_devices": (
         "migrate/rules/int_devices.py",
-        "tests/migrate/test_meaning.py tests/migrate/test_codes.py tests/migrate/test_golden.py",
+        "tests/migrate/test_int_device_flow.py tests/migrate/test_meaning.py tests/migrate/test_codes.py"
+        " tests/migrate/test_golden.py",
     ),
     "out_of_tree": ("portlayer/backends/out_of_tree.py", "tests/runtime/test_out_of_tree.py"),
     "preflight_memory": (
