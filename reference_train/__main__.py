@@ -38,6 +38,11 @@ def parse_fault(ctx, param, value):
 @click.option("--preset", required=True, type=click.Choice(list(PRESETS)), help="Model preset.")
 @click.option("--steps", type=click.IntRange(min=1), help="Optimizer steps [preset's default].")
 @click.option(
+    "--schedule-steps",
+    type=click.IntRange(min=1),
+    help="Steps the lr schedule spans; --steps may stop before [preset's default, or --steps if longer].",
+)
+@click.option(
     "--per-device-batch", "per_device_batch", type=click.IntRange(min=1), help="Micro-batch per rank."
 )
 @click.option(
@@ -134,6 +139,8 @@ def run(preset_name, steps, per_device_batch, seq_len, lr, warmup_steps, rest) -
         raise PortlayerError("parity mode trains in fp32 without TF32: drop --precision/--tf32 or --parity")
     if rest["resume"] and not rest["checkpoint_dir"]:
         raise PortlayerError("--resume needs --checkpoint-dir")
+    if steps and rest["schedule_steps"] and steps > rest["schedule_steps"]:
+        raise PortlayerError(f"--steps {steps} runs past the end of --schedule-steps {rest['schedule_steps']}")
     options = Options(
         preset=preset,
         steps=steps or preset.default_steps,

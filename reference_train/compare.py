@@ -31,6 +31,12 @@ COMPARABLE_FIELDS = (
 # learning rate or with dropout on is what a parity check exists to catch — and the differences are named
 # beside the verdict.
 SETTING_FIELDS = ("lr", "warmup_steps", "precision", "tf32", "parity", "deterministic", "dropout_fields_zeroed", "strategy")
+# The settings that act through the learning rate: their effect starts where the recorded rates part.
+LR_FIELDS = ("lr", "warmup_steps")
+# The other settings that make a different training, from the first step: a divergence they may explain is
+# not called real. Deterministic algorithms (and the way state is sharded) change only the order of
+# reductions, rounding-level: a divergence between runs differing there is real.
+TRAINING_FIELDS = ("precision", "tf32", "parity", "dropout_fields_zeroed")
 
 # The data checksum covers every sample a run consumes, so runs of different lengths never share it. When
 # only a common prefix of steps is compared, what makes the data instead must match: the corpus (None: the
@@ -55,6 +61,7 @@ REDUCTION_ORDER = "rounding: reduction order"
 TF32 = "consistent with TF32"
 BF16 = "consistent with bf16"
 DIVERGENCE = "real divergence"
+KNOWN_DIFFERENCE = "explained by a difference the runs record"
 # The reduced-precision mode (as `reduced_precisions` names it) that each precision verdict points to.
 PRECISION_OF = {TF32: "tf32", BF16: "bf16"}
 
@@ -103,18 +110,47 @@ class Comparison:
         )
 
     @property
-    def schedule_note(self) -> str | None:
-        """The first compared step whose recorded learning rate differs: the cosine schedule spans the run's
-        whole length, so runs of different lengths part there however faithful the port."""
+    def lr_parting(self) -> tuple[int, float, float] | None:
+        """(step, baseline lr, run lr) at the first compared step whose recorded learning rate differs."""
         pairs = zip(self.baseline["steps"][: len(self.steps)], self.run["steps"][: len(self.steps)])
         for expected, actual in pairs:
             if not math.isclose(expected["lr"], actual["lr"], rel_tol=1e-9):
-                return (
-                    f"the learning rate differs from step {expected['step']} (baseline {expected['lr']:.6g},"
-                    f" run {actual['lr']:.6g}): the schedules span {_field(self.baseline, 'steps')} and"
-                    f" {_field(self.run, 'steps')} steps"
-                )
+                return expected["step"], expected["lr"], actual["lr"]
         return None
+
+    @property
+    def schedules_differ(self) -> bool:
+        return schedule_length(self.baseline) != schedule_length(self.run)
+
+    @property
+    def schedule_note(self) -> str | None:
+        """Where the learning rates part, when no lr setting the runs record explains it: schedules of other
+        lengths (the cosine decays over its whole span), or a run that did not follow its own schedule."""
+        parting = self.lr_parting
+        if parting is None or any(field in LR_FIELDS for field, _, _ in self.setting_differences):
+            return None
+        step, expected, actual = parting
+        said = f"the learning rate differs from step {step} (baseline {expected:.6g}, run {actual:.6g})"
+        if self.schedules_differ:
+            spans = schedule_length(self.baseline), schedule_length(self.run)
+            return f"{said}: the schedules span {spans[0]} and {spans[1]} steps"
+        return f"{said} though both runs record the same schedule: the run did not follow it"
+
+    @property
+    def known_difference(self) -> tuple[int, str] | None:
+        """(the first step whose loss it can change, what it is) for the earliest difference the two runs are
+        known to have: a setting that makes another training (TRAINING_FIELDS, from step 1), or learning rates
+        that part at step p because the lr settings or the schedules differ (the loss from step p + 1: a step's loss is
+        measured before its update). None when the runs record no difference, or when the rates part
+        without one (then nothing known explains it)."""
+        differing = [field for field, _, _ in self.setting_differences]
+        settings = [field for field in differing if field in TRAINING_FIELDS]
+        if settings:
+            return 1, f"the runs differ in {', '.join(settings)}"
+        parting = self.lr_parting
+        if parting is None or not (self.schedules_differ or any(field in LR_FIELDS for field in differing)):
+            return None
+        return parting[0] + 1, f"the learning rate differs from step {parting[0]}"
 
     @property
     def max_rel_error(self) -> float:
@@ -144,12 +180,23 @@ class Comparison:
         )
 
     @property
+    def first_departure(self) -> StepDelta | None:
+        """The first step whose error is beyond rounding: where the two trainings start to differ."""
+        return next((delta for delta in self.steps if delta.rel_error > ROUNDING_LIMIT), None)
+
+    @property
     def verdict(self) -> str:
-        return classify(
+        cause = classify(
             self.max_rel_error,
             reduced_precisions(self.baseline, self.run),
             strategies_differ=_field(self.baseline, "strategy") != _field(self.run, "strategy"),
         )
+        # Never call a divergence real when a difference the runs record can explain it: the losses agreed
+        # until that difference could first show.
+        known, departure = self.known_difference, self.first_departure
+        if cause == DIVERGENCE and known is not None and departure is not None and departure.step >= known[0]:
+            return KNOWN_DIFFERENCE
+        return cause
 
 
 def reduced_precisions(*runs: dict) -> set[str]:
@@ -217,6 +264,13 @@ def compare_runs(
             raise IncomparableRuns(f"baseline loss is 0 at step {expected['step']}: no relative error")
         deltas.append(StepDelta(expected["step"], expected["loss"], actual["loss"]))
     return Comparison(baseline, run, rtol, tuple(deltas))
+
+
+def schedule_length(run: dict) -> int:
+    """How many steps the run's learning-rate schedule spans. Recorded as `schedule_steps`, a property of the
+    experiment; run files written before it existed spanned their own length."""
+    metadata = run["metadata"]
+    return metadata.get("schedule_steps") or metadata["steps"]
 
 
 def _field(run: dict, field: str):

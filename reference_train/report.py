@@ -5,7 +5,13 @@ from __future__ import annotations
 
 import math
 
-from portlayer.train.compare import PRECISION_OF, Comparison, StepDelta, reduced_precisions
+from portlayer.train.compare import (
+    KNOWN_DIFFERENCE,
+    PRECISION_OF,
+    Comparison,
+    StepDelta,
+    reduced_precisions,
+)
 
 # Steps shown when not asked for all of them: enough to see the trend, plus every step worth looking at.
 SUMMARY_ROWS = 10
@@ -124,6 +130,8 @@ def verdict_line(comparison: Comparison) -> str:
     recorded = reduced_precisions(comparison.baseline, comparison.run)
     if cause in PRECISION_OF and PRECISION_OF[cause] not in recorded:
         cause += " (neither run records it: check the backend's default matmul precision)"
+    if cause == KNOWN_DIFFERENCE:
+        cause += f" ({comparison.known_difference[1]}): rerun with the baseline's settings to judge the port"
     size = f"max rel. loss error {worst.rel_error:.1e} at step {worst.step}, {cause}"
     if comparison.first_beyond is None:
         return f"parity OK: {steps} steps within rtol {comparison.rtol:g}; {size}"
@@ -150,6 +158,7 @@ def comparison_json(comparison: Comparison, baseline_path: str, run_path: str, p
         "rtol": comparison.rtol,
         "within_tolerance": comparison.within_tolerance,
         "verdict": comparison.verdict,
+        "known_difference": None if comparison.known_difference is None else comparison.known_difference[1],
         "max_rel_error": _finite(worst.rel_error),
         "worst_step": worst.step,
         "first_step_beyond_rtol": None if first is None else first.step,

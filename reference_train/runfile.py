@@ -116,6 +116,10 @@ def validate(run: Any) -> None:
             fail(f"step {index}: loss is {step['loss']!r}")
     if len(steps) != metadata["steps"]:
         fail(f"metadata.steps is {metadata['steps']} but the file holds {len(steps)} steps")
+    # Recorded since the schedule became part of the experiment; older files spanned their own length.
+    schedule = metadata.get("schedule_steps", metadata["steps"])
+    if not _is(schedule, int) or schedule < metadata["steps"]:
+        fail(f"metadata.schedule_steps is {schedule!r}: not a whole number of steps, at least metadata.steps")
     summary = run.get("summary")
     if not isinstance(summary, dict) or any(name not in summary for name in SUMMARY_FIELDS):
         fail(f"summary lacks one of {', '.join(SUMMARY_FIELDS)}")

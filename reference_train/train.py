@@ -49,6 +49,10 @@ class Options:
     preset: Preset
     steps: int
     per_device_batch: int
+    # How many steps the learning-rate schedule spans: part of the experiment, so that `steps` may stop a
+    # run early and the shorter run is a prefix of the longer one. None: the preset's length, or `steps`
+    # where that is longer.
+    schedule_steps: int | None = None
     grad_accum: int = 1
     seq_len: int = 64
     lr: float = 1e-3
@@ -72,6 +76,10 @@ class Options:
     quiet: bool = False
     fault: tuple[str, int, int] | None = None  # (kind, step, rank): for tests of failure handling
     command: list[str] = field(default_factory=list)
+
+    @property
+    def schedule(self) -> int:
+        return self.schedule_steps or max(self.preset.default_steps, self.steps)
 
 
 @dataclass
@@ -245,7 +253,7 @@ class TrainingStep:
                 parameters, lr=options.lr, weight_decay=options.preset.weight_decay
             ),
             make_scheduler=lambda optimizer: get_cosine_schedule_with_warmup(
-                optimizer, options.warmup_steps, options.steps
+                optimizer, options.warmup_steps, options.schedule
             ),
             micro_batch=options.per_device_batch,
             grad_accum=options.grad_accum,
@@ -491,6 +499,7 @@ def _run_record(
             "global_batch": _global_batch(options, world),
             "seq_len": options.seq_len,
             "steps": options.steps,
+            "schedule_steps": options.schedule,
             "lr": options.lr,
             "warmup_steps": options.warmup_steps,
             "precision": options.precision,

@@ -46,7 +46,32 @@ TARGETS = {
     "patches": ("portlayer/dropin/patches.py", "tests/dropin/test_patching.py tests/dropin/test_dropin_cpu.py"),
     "shell": ("migrate/shell.py", "tests/migrate_cli/test_shell.py"),
     "rules": ("migrate/rules", "tests/migrate"),
+    # The fastest tests first: with -x, a killed mutant stops at the first that fails; test_device_chains,
+    # which runs migrated programs, comes last.
+    "guards": (
+        "migrate/guards.py",
+        "tests/migrate/test_dispatch_report.py tests/migrate/test_codes.py tests/migrate/test_meaning.py"
+        " tests/migrate/test_golden.py tests/migrate/test_device_chains.py",
+    ),
+    "dataflow": (
+        "migrate/dataflow.py",
+        "tests/migrate/test_int_device_flow.py tests/migrate/test_meaning.py tests/migrate/test_codes.py"
+        " tests/migrate/test_golden.py",
+    ),
+    "int_devices": (
+        "migrate/rules/int_devices.py",
+        "tests/migrate/test_int_device_flow.py tests/migrate/test_meaning.py tests/migrate/test_codes.py"
+        " tests/migrate/test_golden.py",
+    ),
+    "out_of_tree": ("portlayer/backends/out_of_tree.py", "tests/runtime/test_out_of_tree.py"),
+    "preflight_memory": (
+        "portlayer/preflight/fake_step.py",
+        "tests/test_preflight_memory_parts.py tests/test_preflight_fake.py",
+    ),
 }
+# Targets of which only some top-level definitions are the code under test: mutants elsewhere in the
+# module are skipped (the rest of fake_step.py records the step's ops, which the preflight op tests cover).
+ONLY = {"preflight_memory": ("Memory", "_snapshot", "_current_total", "_memory", "_steady_state")}
 # The installed names of the folders the editable install maps (setup.py package_dir): in the copy they
 # are links, so that `portlayer.migrate` and `portlayer.train` import the copy's (mutated) files.
 LINKS = {"portlayer/migrate": "../migrate", "portlayer/train": "../reference_train"}
@@ -98,11 +123,11 @@ def run_target(name: str, fresh: bool, retest: bool) -> tuple[int, int, int, lis
     if fresh or not session.exists():
         session.unlink(missing_ok=True)
         subprocess.run([tool("cosmic-ray"), "init", str(config), str(session)], cwd=tree, env=env, check=True)
-        skip_annotations(session)
+        skip_annotations(session, ONLY.get(name))
     elif retest:
         forget_survivors(session)
     subprocess.run([tool("cosmic-ray"), "exec", str(config), str(session)], cwd=tree, env=env, check=True)
-    return tally(session)
+    return tally(session, ONLY.get(name))
 
 
 @functools.cache
@@ -129,26 +154,46 @@ def in_annotation(mutation: dict) -> bool:
     return any(start <= position < end for start, end in annotation_spans(REPO / mutation["module_path"]))
 
 
-def skip_annotations(session: Path) -> None:
+@functools.cache
+def definition_lines(path: Path, names: tuple[str, ...]) -> tuple[tuple[int, int], ...]:
+    """(first, last) line of each top-level function or class of the file named in `names`."""
+    return tuple(
+        (node.lineno, node.end_lineno)
+        for node in ast.parse(path.read_text()).body
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name in names
+    )
+
+
+def outside(mutation: dict, names: tuple[str, ...] | None) -> bool:
+    """The mutant lies outside the definitions under test (never, when the whole module is)."""
+    if names is None:
+        return False
+    line = mutation["start_pos"][0]
+    spans = definition_lines(REPO / mutation["module_path"], names)
+    return not any(first <= line <= last for first, last in spans)
+
+
+def skip_annotations(session: Path, names: tuple[str, ...] | None = None) -> None:
+    """Mark as skipped the mutants inside annotations, and those outside `names` where given."""
     from cosmic_ray.work_db import use_db
     from cosmic_ray.work_item import WorkerOutcome, WorkResult
 
     with use_db(str(session)) as db:
         for item in db.work_items:
             mutation = {"module_path": str(item.mutations[0].module_path), "start_pos": item.mutations[0].start_pos}
-            if in_annotation(mutation):
+            if in_annotation(mutation) or outside(mutation, names):
                 db.set_result(item.job_id, WorkResult(worker_outcome=WorkerOutcome.SKIPPED))
 
 
-def tally(session: Path) -> tuple[int, int, int, list[str]]:
+def tally(session: Path, names: tuple[str, ...] | None = None) -> tuple[int, int, int, list[str]]:
     """(killed, run, all, survivors) from the session: a mutant the tests did not fail on survived; `all`
-    counts every mutant outside annotations, run or not."""
+    counts every mutant outside annotations (and inside `names`, where given), run or not."""
     dump = subprocess.run([tool("cosmic-ray"), "dump", str(session)], capture_output=True, text=True, check=True).stdout
     killed = run = every = 0
     survivors = []
     for line in dump.splitlines():
         job, result = json.loads(line)
-        if in_annotation(job["mutations"][0]):
+        if in_annotation(job["mutations"][0]) or outside(job["mutations"][0], names):
             continue
         every += 1
         if result is None or result.get("worker_outcome") != "normal":
@@ -178,7 +223,7 @@ def main() -> int:
         session = WORK / name / "session.sqlite"
         if args.report:
             if session.exists():
-                figures[name] = tally(session)
+                figures[name] = tally(session, ONLY.get(name))
             continue
         figures[name] = run_target(name, args.fresh, args.retest_survivors)
     below = 0

@@ -9,11 +9,13 @@ from portlayer.train.compare import (
     COMPARABLE_FIELDS,
     DEFAULT_RTOL,
     DIVERGENCE,
+    KNOWN_DIFFERENCE,
     ROUNDING,
     TF32,
     IncomparableRuns,
     classify,
     compare_runs,
+    schedule_length,
 )
 
 
@@ -206,14 +208,97 @@ def test_steps_requires_that_length_of_both_runs(make_run):
     assert len(compare_runs(make_run(), short, steps=3).steps) == 3
 
 
-def test_a_schedule_of_another_length_is_named_where_the_learning_rates_part(make_run):
-    baseline, run = make_run(), make_run(steps=6)
-    for entry in run["steps"][2:]:
-        entry["lr"] = 9e-4
-    run["metadata"]["steps"] = 6
-    comparison = compare_runs(baseline, run)
-    assert comparison.schedule_note.startswith("the learning rate differs from step 3 (baseline 0.001, run 0.0009)")
-    assert compare_runs(baseline, make_run()).schedule_note is None
+def cosine_lrs(steps: int, schedule: int, peak: float = 1e-3, warmup: int = 5) -> list[float]:
+    """The learning rate recorded at each step (the one its update uses) under a warm-up + cosine schedule
+    spanning `schedule` steps, written here from the schedule's definition, not taken from the trainer."""
+    rates = []
+    for index in range(steps):
+        if index < warmup:
+            rates.append(peak * index / warmup)
+        else:
+            progress = (index - warmup) / (schedule - warmup)
+            rates.append(peak * 0.5 * (1 + math.cos(math.pi * progress)))
+    return rates
+
+
+def run_of(make_run, losses, schedule: int | None, **metadata) -> dict:
+    """A run of len(losses) steps with the learning rates of a `schedule`-step schedule; `schedule_steps`
+    recorded unless None (run files written before the schedule was part of the experiment)."""
+    if schedule is not None:
+        metadata["schedule_steps"] = schedule
+    run = make_run(losses=losses, **metadata)
+    for entry, rate in zip(run["steps"], cosine_lrs(len(losses), schedule or len(losses))):
+        entry["lr"] = rate
+    return run
+
+
+BASELINE_LOSSES = [10.8 - 0.1 * step for step in range(30)]
+
+
+def test_a_run_stopped_early_on_the_same_schedule_is_a_prefix_and_notes_nothing(make_run):
+    baseline = run_of(make_run, BASELINE_LOSSES, 30)
+    short = run_of(make_run, BASELINE_LOSSES[:20], 30)
+    comparison = compare_runs(baseline, short)
+    assert comparison.within_tolerance and comparison.verdict == ROUNDING
+    assert comparison.schedule_note is None and comparison.known_difference is None
+
+
+def test_the_verdict_never_calls_real_a_divergence_that_a_shorter_schedule_explains(make_run, perturbed):
+    # A 20-step run from before the schedule was recorded: its cosine spans 20 steps, so its learning rate
+    # parts from the 30-step baseline's at step 7 and its loss from step 8 on.
+    baseline = run_of(make_run, BASELINE_LOSSES, None)
+    short = perturbed(run_of(make_run, BASELINE_LOSSES[:20], None), {step: 1e-2 for step in range(8, 21)})
+    comparison = compare_runs(baseline, short)
+    assert comparison.schedule_note.startswith("the learning rate differs from step 7 (baseline")
+    assert comparison.schedule_note.endswith("the schedules span 30 and 20 steps")
+    assert comparison.first_beyond.step == 8 and not comparison.within_tolerance
+    assert comparison.known_difference == (8, "the learning rate differs from step 7")
+    assert comparison.verdict == KNOWN_DIFFERENCE
+
+
+def test_a_divergence_before_the_known_difference_can_show_is_real(make_run, perturbed):
+    baseline = run_of(make_run, BASELINE_LOSSES, None)
+    short = perturbed(run_of(make_run, BASELINE_LOSSES[:20], None), {step: 1e-2 for step in range(5, 21)})
+    assert compare_runs(baseline, short).verdict == DIVERGENCE
+
+
+def test_learning_rates_that_part_under_the_same_schedule_explain_nothing(make_run, perturbed):
+    baseline = run_of(make_run, BASELINE_LOSSES, 30)
+    broken = run_of(make_run, BASELINE_LOSSES, 30)
+    for entry in broken["steps"][2:]:
+        entry["lr"] *= 0.9
+    comparison = compare_runs(baseline, perturbed(broken, {step: 1e-2 for step in range(4, 31)}))
+    assert comparison.schedule_note.endswith("though both runs record the same schedule: the run did not follow it")
+    assert comparison.known_difference is None
+    assert comparison.verdict == DIVERGENCE
+
+
+def test_a_recorded_setting_explains_a_divergence_from_the_first_step(make_run, perturbed):
+    dropout_on = perturbed(make_run(dropout_fields_zeroed=[]), {1: 5e-2, 2: 5e-2})
+    comparison = compare_runs(make_run(), dropout_on)
+    assert comparison.known_difference == (1, "the runs differ in dropout_fields_zeroed")
+    assert comparison.verdict == KNOWN_DIFFERENCE
+    # An lr setting acts where the recorded rates part, not before.
+    other_lr = perturbed(make_run(lr=2e-3), {1: 5e-2})
+    for entry in other_lr["steps"][1:]:
+        entry["lr"] = 2e-3
+    comparison = compare_runs(make_run(), other_lr)
+    assert comparison.known_difference == (3, "the learning rate differs from step 2")
+    assert comparison.verdict == DIVERGENCE
+    assert comparison.schedule_note is None  # the lr setting is named by its own note
+
+
+def test_deterministic_algorithms_off_explain_no_divergence(make_run, perturbed):
+    """They change the order of reductions only: rounding, never a divergence."""
+    comparison = compare_runs(make_run(), perturbed(make_run(deterministic=False), {2: 5e-2}))
+    assert comparison.setting_differences == (("deterministic", True, False),)
+    assert comparison.known_difference is None
+    assert comparison.verdict == DIVERGENCE
+
+
+def test_run_files_without_a_recorded_schedule_spanned_their_own_length(make_run):
+    assert schedule_length(make_run()) == 6
+    assert schedule_length(make_run(schedule_steps=30)) == 30
 
 
 @pytest.mark.parametrize(

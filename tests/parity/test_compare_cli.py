@@ -250,3 +250,25 @@ def test_a_recorded_tf32_run_gets_no_hint(make_run, perturbed, write_run):
     lines = result.output.strip().splitlines()
     assert lines[-2] == "note: runs differ in tf32: baseline False, run True"
     assert lines[-1] == "parity OK: 6 steps within rtol 0.0001; max rel. loss error 5.0e-05 at step 2, consistent with TF32"
+
+
+def test_a_shorter_schedule_is_noted_and_its_divergence_not_called_real(make_run, perturbed, write_run):
+    """The issue's case: a 20-step run (its cosine spanning 20 steps, as run files recorded before the
+    schedule was part of the experiment) against the 30-step baseline."""
+    baseline = make_run(losses=[10.8 - 0.1 * step for step in range(30)])
+    short = perturbed(make_run(losses=[10.8 - 0.1 * step for step in range(20)]), {8: 1e-3, 12: 2e-2})
+    for entry in short["steps"][6:]:
+        entry["lr"] = 9e-4
+    result = compare(write_run(baseline, "base.json"), write_run(short, "run.json"))
+    assert result.exit_code == 1, result.output
+    lines = result.output.strip().splitlines()
+    assert lines[-2].startswith("note: the learning rate differs from step 7 (baseline 0.001, run 0.0009)")
+    assert lines[-2].endswith("the schedules span 30 and 20 steps")
+    assert lines[-1].startswith("DIVERGED at step 8 of 20")
+    assert lines[-1].endswith(
+        "explained by a difference the runs record (the learning rate differs from step 7):"
+        " rerun with the baseline's settings to judge the port"
+    )
+    assert "real divergence" not in result.output
+    document = json.loads(compare(*(str(p) for p in (write_run(baseline, "b.json"), write_run(short, "r.json"))), "--json").output)
+    assert document["known_difference"] == "the learning rate differs from step 7"

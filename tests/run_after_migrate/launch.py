@@ -10,6 +10,7 @@ need and the device type the program must end up on.
 from __future__ import annotations
 
 import functools
+import json
 import math
 import os
 import re
@@ -26,6 +27,11 @@ from portlayer.cli import cli
 from tests import fake_device
 
 PROGRAMS = Path(__file__).resolve().parent / "programs"
+# Public training programs, stored as published (each folder's SOURCE.txt names the repository, commit, path
+# and license).
+PUBLIC = Path(__file__).resolve().parent / "public"
+# The stand-in device writes what each process allocated to this file (tests/fake_plugins/fake_vendor/memory_log.py).
+MEMORY_LOG_ENV = "FAKE_DEVICE_MEMORY_LOG"
 TIMEOUT_S = 300
 
 # `loss 0.123`, `loss: 0.123`, `valid loss 2.733`, and the HF Trainer's `{'loss': '2.443', …}`.
@@ -39,12 +45,15 @@ def migrate(path: Path, target: str) -> str:
     return result.output
 
 
-def migrated(path: Path, target: str) -> None:
-    """Migrate in place, then hold the second run to changing nothing."""
-    migrate(path, target)
-    first = path.read_bytes()
-    migrate(path, target)
-    assert path.read_bytes() == first, f"a second `migrate --target {target}` changed {path.name}"
+def migrated(script: Path, target: str) -> None:
+    """Migrate the script's folder (the whole program) in place, then hold the second run to changing
+    nothing."""
+    folder = script.parent
+    migrate(folder, target)
+    first = {path: path.read_bytes() for path in folder.rglob("*.py")}
+    migrate(folder, target)
+    for path, text in first.items():
+        assert path.read_bytes() == text, f"a second `migrate --target {target}` changed {path.name}"
 
 
 def through_dropin(path: Path) -> None:
@@ -94,25 +103,43 @@ def environment(target: Target) -> dict:
     return env
 
 
-def start(script: Path, args: list[str], target: Target, nproc: int | None) -> subprocess.Popen:
+@dataclass
+class Running:
+    """A started run: its process, and where the stand-in device logs what each process allocated (None
+    for targets that run on the host cpu)."""
+
+    process: subprocess.Popen
+    nproc: int | None
+    memory_log: Path | None
+
+
+def start(script: Path, args: list[str], target: Target, nproc: int | None) -> Running:
     """The program in one plain process (`nproc=None`) or under `torchrun --nproc_per_node NPROC`."""
     launcher = (
         [] if nproc is None else ["-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}"]
     )
+    env, memory_log = environment(target), None
+    if target.device_type != "cpu":
+        memory_log = script.parent / "device-memory.jsonl"
+        memory_log.unlink(missing_ok=True)
+        env[MEMORY_LOG_ENV] = str(memory_log)
     # A session of its own, so that a rank stuck at exit is ended with its launcher (killpg below).
-    return subprocess.Popen(
+    process = subprocess.Popen(
         [sys.executable, *launcher, str(script), *args],
         cwd=script.parent,
-        env=environment(target),
+        env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
         start_new_session=True,
     )
+    return Running(process, nproc, memory_log)
 
 
-def finish(process: subprocess.Popen, what: str) -> str:
-    """Wait for the run; it must exit 0. Returns everything it printed."""
+def finish(running: Running, what: str) -> str:
+    """Wait for the run; it must exit 0 and, on the stand-in device, must have trained there. Returns
+    everything it printed."""
+    process = running.process
     try:
         output, _ = process.communicate(timeout=TIMEOUT_S)
     except subprocess.TimeoutExpired:
@@ -120,7 +147,38 @@ def finish(process: subprocess.Popen, what: str) -> str:
         output, _ = process.communicate()
         raise AssertionError(f"{what} did not finish in {TIMEOUT_S} s:\n{output[-4000:]}") from None
     assert process.returncode == 0, f"{what} exited {process.returncode}:\n{output[-4000:]}"
+    if running.memory_log is not None:
+        assert_allocated_on_the_device(device_memory(running), what, running.nproc)
     return output
+
+
+def device_memory(running: Running) -> dict[str, int]:
+    """Peak bytes each training process allocated on the stand-in device, summed over its devices: by
+    torchrun rank ("0", "1", …), or "main" for a program run in one process. A process that never loaded
+    the stand-in is missing."""
+    log = running.memory_log
+    lines = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+    if running.nproc is None:
+        # Only the program's own process: not the workers of a data loader, say, that load the plugin too.
+        own = [sum(line["peak_bytes"]) for line in lines if line["pid"] == running.process.pid]
+        return {"main": own[0]} if own else {}
+    # Under torchrun the launcher (no RANK) may load the plugin too; only the ranks train.
+    return {line["rank"]: sum(line["peak_bytes"]) for line in lines if line["rank"] is not None}
+
+
+def assert_allocated_on_the_device(peaks: dict[str, int], what: str, nproc: int | None = None) -> None:
+    """Every training process allocated device memory: a port that fell back to the cpu fails here,
+    whatever its exit code and however its loss fell."""
+    expected = ["main"] if nproc is None else [str(rank) for rank in range(nproc)]
+    for process in expected:
+        assert process in peaks, (
+            f"{what}: {'the program' if process == 'main' else f'rank {process}'} never loaded the stand-in"
+            f" device: it trained on the host cpu, not on the device it was ported to"
+        )
+        assert peaks[process] > 0, (
+            f"{what}: {'the program' if process == 'main' else f'rank {process}'} loaded the stand-in device"
+            f" but allocated 0 bytes on it: it trained on the host cpu, not on the device it was ported to"
+        )
 
 
 def losses(output: str) -> list[float]:

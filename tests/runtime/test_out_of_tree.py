@@ -225,9 +225,18 @@ class _EntryPoint:
             "backend 'tops' (portlayer_gcu:BACKEND, entry point group portlayer.backends) names its record "
             "'gcu': the two names must be the same",
         ),
+        (  # a name that sorts before the record's, as well as one after
+            [_EntryPoint("enflame", "portlayer_gcu:BACKEND", _gcu())],
+            "backend 'enflame' (portlayer_gcu:BACKEND, entry point group portlayer.backends) names its record "
+            "'gcu': the two names must be the same",
+        ),
         (
             [_EntryPoint("gcu", "a:BACKEND", _gcu()), _EntryPoint("gcu", "b:BACKEND", _gcu())],
             "two installed backends are named 'gcu': a:BACKEND and b:BACKEND",
+        ),
+        (
+            [_EntryPoint("gcu", "b:BACKEND", _gcu()), _EntryPoint("gcu", "a:BACKEND", _gcu())],
+            "two installed backends are named 'gcu': b:BACKEND and a:BACKEND",
         ),
     ],
 )
@@ -240,6 +249,8 @@ def test_a_broken_out_of_tree_backend_is_one_clear_error(monkeypatch, entries, m
 
 def test_the_same_distribution_twice_on_the_path_is_loaded_once(monkeypatch):
     record = _gcu()
-    twice = [_EntryPoint("gcu", "portlayer_gcu:BACKEND", record)] * 2
+    # Two entry points read from two copies of its metadata: equal values, not one string object.
+    twice = [_EntryPoint("gcu", "".join(["portlayer_gcu", ":BACKEND"]), record) for _ in range(2)]
+    assert twice[0].value == twice[1].value and twice[0].value is not twice[1].value
     monkeypatch.setattr(out_of_tree, "_entry_points", lambda: twice)
     assert out_of_tree.load() == (record,)

@@ -189,3 +189,15 @@ def test_parity_mode_refuses_reduced_precision_in_one_line(flags):
     assert result.stderr.strip() == (
         "portlayer: error: rank 0: parity mode trains in fp32 without TF32: drop --precision/--tf32 or --parity"
     )
+
+
+def test_steps_past_the_schedule_are_refused_in_one_line():
+    result = subprocess.run(
+        [sys.executable, "-m", "portlayer.train", "--preset", "gpt2-tiny", "--steps", "12", "--schedule-steps", "10"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
+    assert result.returncode == 1
+    assert result.stderr.strip() == "portlayer: error: rank 0: --steps 12 runs past the end of --schedule-steps 10"

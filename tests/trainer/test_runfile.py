@@ -86,6 +86,8 @@ def test_a_nan_loss_is_written_as_valid_json_and_read_back_as_nan(tmp_path):
         (lambda r: r["steps"][1].update(step=1), "steps are not numbered 1, 2, 3, …: found 1 at position 2"),
         (lambda r: r["steps"].pop(), "metadata.steps is 2 but the file holds 1 steps"),
         (lambda r: r["metadata"].update(steps=1), "metadata.steps is 1 but the file holds 2 steps"),
+        (lambda r: r["metadata"].update(schedule_steps=1), "metadata.schedule_steps is 1: not a whole number"),
+        (lambda r: r["metadata"].update(schedule_steps=30.0), "metadata.schedule_steps is 30.0"),
         (lambda r: r["steps"][0].pop("loss"), "step 1 lacks"),
         (lambda r: r["steps"].__setitem__(0, 5), "step 1 lacks one of step, loss"),
         (lambda r: r["metadata"].update(world_size=True), r"metadata.world_size has the wrong type \(True\)"),

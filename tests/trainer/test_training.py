@@ -48,6 +48,22 @@ def test_one_rank_reproduces_the_two_rank_baseline_and_its_checksums():
     assert run["summary"]["eval_loss"] == pytest.approx(expected["summary"]["eval_loss"], rel=RTOL)
 
 
+def test_a_run_stopped_early_is_a_prefix_of_the_baseline_and_compares(tmp_path):
+    """The schedule is the preset's (30 steps) whatever --steps says: 10 steps reproduce the committed
+    30-step baseline's first 10, learning rates included, and compare says so without a note."""
+    expected = baseline("gpt2-tiny")
+    run = train(gpt2_tiny_like_baseline(steps=10))
+    assert run["metadata"]["schedule_steps"] == 30
+    assert [step["lr"] for step in run["steps"]] == [step["lr"] for step in expected["steps"][:10]]
+    runfile.write_run(tmp_path / "run.json", run)
+    result = CliRunner().invoke(
+        parity, ["compare", str(BASELINES / "gpt2-tiny.cpu-cpu.json"), str(tmp_path / "run.json")]
+    )
+    assert result.exit_code == 0, result.output
+    assert "learning rate" not in result.output
+    assert result.output.strip().splitlines()[-1].startswith("parity OK: 10 steps within rtol")
+
+
 def test_gradient_accumulation_matches_the_whole_batch():
     options = gpt2_tiny_like_baseline(steps=8)
     whole = train(options)

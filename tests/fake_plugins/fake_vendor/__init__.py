@@ -9,7 +9,9 @@ The "host" has `FAKE_<DEVICE>_DEVICE_COUNT` devices (default 2); the vendor's vi
 picks among them as on the real hardware (`ASCEND_RT_VISIBLE_DEVICES=1`: one device, and it is npu:0).
 Every call to a device-module function is recorded in the plugin's `CALLS` as (name, args, kwargs), so
 tests can tell what portlayer dispatched to; `ENV_AT_IMPORT` keeps the environment at import time,
-because the real plugins read their variables then.
+because the real plugins read their variables then. With FAKE_DEVICE_MEMORY_LOG set, each process writes
+what it allocated on the device at exit (`memory_log.py`), so a test can tell a port that trained on the
+device from one that fell back to the cpu.
 """
 
 from __future__ import annotations
@@ -57,13 +59,14 @@ def install(
     """Register the stand-in device under `vendor.device_type`; `module` is the device module to fill (the
     plugin itself for torch_musa, whose package is `torch.musa`; a new `<plugin>.<type>` otherwise)."""
     from fake_vendor import collective as collectives
-    from fake_vendor import device_module
+    from fake_vendor import device_module, memory_log
 
     plugin.ENV_AT_IMPORT = {name: os.environ.get(name) for name in WATCHED_ENV}
     torch.ops.load_library(str(build.library()))
     physical = int(os.environ.get(f"FAKE_{vendor.device_type.upper()}_DEVICE_COUNT", "2"))
     count = visible_count(physical, os.environ.get(visible_env))
     torch.ops.fake_device.set_device_count(count)
+    memory_log.record_at_exit(vendor.device_type, count)
 
     calls: list = []
 
