@@ -1,4 +1,5 @@
-"""`torchrun --nproc_per_node N -m portlayer.train --preset P …` (or `python -m portlayer.train` for one process)."""
+"""`torchrun --nproc_per_node N -m portlayer.train --preset P …` (or `python -m portlayer.train` for one process,
+or `deepspeed --num_gpus N --module portlayer.train …`)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ import click
 from portlayer.train.presets import PRESETS, get_preset
 
 from portlayer.errors import PortlayerError, first_line, print_error
+from portlayer.strategies import DEFAULT as DEFAULT_STRATEGY
+from portlayer.strategies import STRATEGIES
 
 FAULT_KINDS = ("exit", "hang")
 
@@ -45,6 +48,13 @@ def parse_fault(ctx, param, value):
 @click.option("--warmup-steps", type=click.IntRange(min=0), help="Linear warm-up steps [preset's].")
 @click.option("--seed", default=0, show_default=True, help="Seed of the weights, data order and masking.")
 @click.option("--precision", type=click.Choice(["fp32", "bf16", "fp16"]), default="fp32", show_default=True)
+@click.option(
+    "--strategy",
+    type=click.Choice(list(STRATEGIES)),
+    default=DEFAULT_STRATEGY,
+    show_default=True,
+    help="Data parallelism: ddp, fsdp2 (torch's fully_shard) or zero1/2/3 (DeepSpeed; the [deepspeed] extra).",
+)
 @click.option(
     "--tf32/--no-tf32", default=False, show_default=True, help="Allow TF32 matmuls (never in parity mode)."
 )
@@ -96,8 +106,11 @@ def parse_fault(ctx, param, value):
 @click.option(
     "--fault", callback=parse_fault, hidden=True, help="Testing: KIND@STEP:RANK makes a rank exit or hang."
 )
+# The deepspeed launcher (and torch.distributed.launch) pass each rank --local_rank=N; LOCAL_RANK says the same.
+@click.option("--local_rank", "--local-rank", "local_rank", type=int, hidden=True, expose_value=False)
 def main(preset, steps, per_device_batch, seq_len, lr, warmup_steps, **rest):
-    """Train a HuggingFace model with DDP on the active backend (portlayer), optionally in parity mode."""
+    """Train a HuggingFace model on the active backend (portlayer) under a data-parallel strategy, optionally
+    in parity mode."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     rank = os.environ.get("RANK", "0")
     try:

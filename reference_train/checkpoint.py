@@ -1,7 +1,9 @@
 """Checkpoints that a killed run resumes from bitwise: model, optimizer, scheduler, scaler, RNG, position.
 
-Layout: `DIR/step-000012/` holds `state.pt` (written by rank 0: everything DDP keeps identical across
-ranks, plus the step records so far) and `rng-rank<R>.pt` (each rank's own random states). All ranks write
+Layout: `DIR/step-000012/` holds `state.pt` (written by rank 0: the step records so far and what identifies the
+run), `rng-rank<R>.pt` (each rank's own random states) and the strategy's model, optimizer and schedule state
+as the strategy writes it (`portlayer.strategies`: one file from rank 0 under ddp and fsdp2, DeepSpeed's
+own sharded folder under zero*). All ranks write
 into `step-000012.partial/`; rank 0 renames it once every rank is done, so a run killed while saving
 resumes from the previous complete checkpoint. The data position is the step number: the sample order
 is a function of the seed alone (see `data.py`).
@@ -48,8 +50,9 @@ def set_rng_state(state: dict) -> None:
         portlayer.set_rng_state(state["device"])
 
 
-def save(root: Path, step: int, rank: int, state: dict, barrier) -> None:
-    """Write checkpoint `step` (`state` from rank 0, RNG from every rank); `barrier()` syncs the ranks."""
+def save(root: Path, step: int, rank: int, state: dict, barrier, save_strategy) -> None:
+    """Write checkpoint `step` (`state` from rank 0, RNG from every rank, `save_strategy(folder, rank)` on
+    every rank); `barrier()` syncs the ranks."""
     final = _step_dir(root, step)
     partial = final.with_name(final.name + _PARTIAL)
     if rank == 0:
@@ -57,6 +60,7 @@ def save(root: Path, step: int, rank: int, state: dict, barrier) -> None:
         partial.mkdir(parents=True)
     barrier()
     torch.save(rng_state(), partial / f"rng-rank{rank}.pt")
+    save_strategy(partial, rank)
     if rank == 0:
         torch.save(state, partial / "state.pt")
     barrier()

@@ -30,7 +30,7 @@ COMPARABLE_FIELDS = (
 # Settings two comparable runs may differ in. They are compared anyway — a port that trains with another
 # learning rate or with dropout on is what a parity check exists to catch — and the differences are named
 # beside the verdict.
-SETTING_FIELDS = ("lr", "warmup_steps", "precision", "tf32", "parity", "deterministic", "dropout_fields_zeroed")
+SETTING_FIELDS = ("lr", "warmup_steps", "precision", "tf32", "parity", "deterministic", "dropout_fields_zeroed", "strategy")
 
 # The data checksum covers every sample a run consumes, so runs of different lengths never share it. When
 # only a common prefix of steps is compared, what makes the data instead must match: the corpus (None: the
@@ -44,7 +44,14 @@ ROUNDING_LIMIT = 1e-5
 TF32_LIMIT = 1e-3
 BF16_LIMIT = 1.2e-3
 
+# The relative loss error between two strategies on one device (ddp against fsdp2, zero1/2/3, tiny presets,
+# 30 steps; docs/parity.md, "Across strategies") measured up to 7.3e-8, one float32 ulp of the loss: a sharded
+# reduction sums the gradients in another order. The band is ten ulps; a cross-strategy comparison keeps the
+# default tolerance, and the verdict names the cause.
+REDUCTION_ORDER_LIMIT = 1e-6
+
 ROUNDING = "rounding-level"
+REDUCTION_ORDER = "rounding: reduction order"
 TF32 = "consistent with TF32"
 BF16 = "consistent with bf16"
 DIVERGENCE = "real divergence"
@@ -138,7 +145,11 @@ class Comparison:
 
     @property
     def verdict(self) -> str:
-        return classify(self.max_rel_error, reduced_precisions(self.baseline, self.run))
+        return classify(
+            self.max_rel_error,
+            reduced_precisions(self.baseline, self.run),
+            strategies_differ=_field(self.baseline, "strategy") != _field(self.run, "strategy"),
+        )
 
 
 def reduced_precisions(*runs: dict) -> set[str]:
@@ -153,13 +164,18 @@ def reduced_precisions(*runs: dict) -> set[str]:
     return used
 
 
-def classify(rel_error: float, precisions: set[str] = frozenset()) -> str:
+def classify(rel_error: float, precisions: set[str] = frozenset(), strategies_differ: bool = False) -> str:
     """Name the likeliest cause of a relative loss error from the measured bands.
+
+    Runs under different strategies (ddp, fsdp2, zero*) reduce gradients in different orders: an error within
+    what that moves the loss is named so.
 
     The TF32 and bf16 bands overlap (3e-4 to 1e-3), so where both fit, the precision the runs recorded
     decides; with neither recorded, an error the size of TF32's is still called that, since a backend may
     lower matmul precision on its own (Ascend's HF32, for one).
     """
+    if strategies_differ and rel_error <= REDUCTION_ORDER_LIMIT:
+        return REDUCTION_ORDER
     if rel_error <= ROUNDING_LIMIT:
         return ROUNDING
     if "bf16" in precisions and rel_error <= BF16_LIMIT:
@@ -209,6 +225,8 @@ def _field(run: dict, field: str):
     if field == "global_batch":
         metadata = run["metadata"]
         return metadata["world_size"] * metadata["per_device_batch"] * metadata["grad_accum"]
+    if field == "strategy":
+        return run["metadata"].get("strategy", "ddp")  # run files from before strategies trained with DDP
     return run["metadata"].get(field)
 
 

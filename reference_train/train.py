@@ -1,4 +1,4 @@
-"""The training loop: DDP through portlayer, AdamW with a warm-up + cosine schedule, parity records.
+"""The training loop: DDP (or a sharded strategy, `portlayer.strategies`) through portlayer, AdamW with a warm-up + cosine schedule, parity records.
 
 Every device-related call goes through portlayer (device, collective backend, RNG, sync, autocast,
 memory), so the same loop runs on cuda, npu, musa, xpu, … and the cpu.
@@ -33,8 +33,10 @@ from portlayer.train.presets import (
 from portlayer.train.progress import STEP_EVENTS_ENV, step_event
 
 import portlayer
+from portlayer import strategies
 from portlayer.errors import PortlayerError, print_error
 from portlayer.progress import terminal_bar
+from portlayer.strategies.parallel import Parallel, Setup
 
 STARTUP_TIMEOUT = timedelta(minutes=30)
 PRECISIONS = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
@@ -53,6 +55,7 @@ class Options:
     warmup_steps: int = 5
     seed: int = 0
     precision: str = "fp32"
+    strategy: str = strategies.DEFAULT
     tf32: bool = False
     parity: bool = False
     keep_dropout: bool = False
@@ -220,34 +223,52 @@ def inject_fault(options: Options, world: World, step: int) -> None:
 @dataclass
 class TrainingStep:
     """One optimizer step of the job, the part of the loop that is timed: `grad_accum` micro-batches
-    forward and backward (gradients all-reduced on the last), unscale, clip, optimizer and schedule."""
+    forward and backward (gradients reduced on the last), then clip, optimizer and schedule, as the
+    strategy does them (`portlayer.strategies.parallel`)."""
 
     options: Options
     world: World
     device: torch.device
-    model: torch.nn.Module  # DDP-wrapped when distributed
+    parallel: Parallel
     blocks: data.Blocks
     order: data.Order
-    optimizer: torch.optim.Optimizer
-    scheduler: Any
-    scaler: Any
 
     @classmethod
     def build(cls, options: Options, world: World, device: torch.device, model, blocks, order) -> TrainingStep:
-        """AdamW with a warm-up + cosine schedule, and a gradient scaler that is on under fp16 only."""
+        """`model` (bare) prepared under the run's strategy, with AdamW and a warm-up + cosine schedule."""
         from transformers import get_cosine_schedule_with_warmup
 
-        optimizer = torch.optim.AdamW(model.parameters(), lr=options.lr, weight_decay=options.preset.weight_decay)
-        scheduler = get_cosine_schedule_with_warmup(optimizer, options.warmup_steps, options.steps)
-        scaler = portlayer.GradScaler(enabled=options.precision == "fp16")
-        return cls(options, world, device, model, blocks, order, optimizer, scheduler, scaler)
+        setup = Setup(
+            group=world.group if world.distributed else None,
+            device=device,
+            make_optimizer=lambda parameters: torch.optim.AdamW(
+                parameters, lr=options.lr, weight_decay=options.preset.weight_decay
+            ),
+            make_scheduler=lambda optimizer: get_cosine_schedule_with_warmup(
+                optimizer, options.warmup_steps, options.steps
+            ),
+            micro_batch=options.per_device_batch,
+            grad_accum=options.grad_accum,
+            max_grad_norm=options.preset.max_grad_norm,
+            precision=options.precision,
+        )
+        parallel = strategies.prepare(strategies.get_strategy(options.strategy), model, setup)
+        return cls(options, world, device, parallel, blocks, order)
+
+    @property
+    def model(self) -> torch.nn.Module:
+        """What the loop calls: the strategy's wrapper (DDP, the DeepSpeed engine) or the sharded model."""
+        return self.parallel.model
+
+    @property
+    def scheduler(self):
+        return self.parallel.scheduler
 
     def __call__(self, step: int) -> tuple[float, int]:
         """Optimizer step `step` (from 1): this rank's loss summed over its micro-batches, and its tokens."""
-        options, world, model, scaler = self.options, self.world, self.model, self.scaler
+        options, world, parallel = self.options, self.world, self.parallel
         micro = options.per_device_batch
         autocast_dtype = PRECISIONS[options.precision]
-        self.optimizer.zero_grad(set_to_none=True)
         loss_sum, tokens = 0.0, 0
         for accum_index in range(options.grad_accum):
             first = ((step - 1) * options.grad_accum + accum_index) * micro * world.size + world.rank * micro
@@ -255,20 +276,13 @@ class TrainingStep:
                 k: v.to(self.device)
                 for k, v in data.train_batch(self.blocks, self.order, first, micro, options.seed).items()
             }
-            last = accum_index == options.grad_accum - 1
-            # Gradients are all-reduced once per step, on the last micro-batch.
-            sync = contextlib.nullcontext() if last or not world.distributed else model.no_sync()
-            with sync:
+            with parallel.accumulating(last=accum_index == options.grad_accum - 1):
                 with portlayer.autocast(enabled=options.precision != "fp32", dtype=autocast_dtype):
-                    loss = model(**batch).loss
-                scaler.scale(loss / options.grad_accum).backward()
+                    loss = parallel.model(**batch).loss
+                parallel.backward(loss)
             loss_sum += loss.detach().float().item()
             tokens += int(batch["attention_mask"].sum())
-        scaler.unscale_(self.optimizer)  # clip the true gradients, not the fp16-scaled ones
-        torch.nn.utils.clip_grad_norm_(model.parameters(), options.preset.max_grad_norm)
-        scaler.step(self.optimizer)
-        scaler.update()
-        self.scheduler.step()
+        parallel.step()
         return loss_sum, tokens
 
 
@@ -303,16 +317,17 @@ def train(options: Options) -> dict | None:
 
 
 def _train(options: Options, world: World, device: torch.device) -> dict | None:
-    """The job, step by step: model, data, the DDP wrapper, optimizer (resumed if asked), the loop,
+    """The job, step by step: model, data, the strategy's wrapper and optimizer (resumed if asked), the loop,
     evaluation, and on rank 0 the run record."""
-    model, zeroed, init_checksum = _build_model(options, device)
+    core, zeroed, init_checksum = _build_model(options, device)
     blocks = data.load_blocks(options.preset.task, options.seq_len, options.data)
-    model, core = _distribute(model, world, device, options)
     _check_vocabulary(core, blocks)
+    _start_training_group(world, options)
     order = data.Order(len(blocks.train), options.seed)
-    training = TrainingStep.build(options, world, device, model, blocks, order)
+    training = TrainingStep.build(options, world, device, core, blocks, order)
+    model = training.model
     experiment = config_hash(core.config, options)
-    records, start, resumed_from = _resume(options, world, core, training, experiment)
+    records, start, resumed_from = _resume(options, world, training, experiment)
 
     log = Logger(world, options, start)
     if resumed_from is not None:
@@ -322,7 +337,7 @@ def _train(options: Options, world: World, device: torch.device) -> dict | None:
         records.append(_step(training, step, device))
         log.step(records[-1], options.steps)
         if options.checkpoint_dir and options.save_every and step % options.save_every == 0:
-            _save_checkpoint(options, world, core, training, records, step, experiment)
+            _save_checkpoint(options, world, training, records, step, experiment)
     log.close()
 
     eval_loss = evaluate(model, blocks, world, device, options)
@@ -335,7 +350,7 @@ def _train(options: Options, world: World, device: torch.device) -> dict | None:
         "init_weights_checksum": init_checksum,
         "dropout_fields_zeroed": zeroed,
     }
-    run = _run_record(options, world, device, records, identity, eval_loss, host_peak)
+    run = _run_record(options, world, device, records, identity, eval_loss, host_peak, training.parallel.engine)
     log.info(
         f"{options.preset.name}: loss {records[0]['loss']:.4f} -> {records[-1]['loss']:.4f} in {options.steps}"
         f" steps, eval loss {eval_loss:.4f} (perplexity {run['summary']['perplexity']:.2f}), "
@@ -371,16 +386,12 @@ def _build_model(options: Options, device: torch.device) -> tuple[torch.nn.Modul
     return model.to(device), zeroed, init_checksum
 
 
-def _distribute(model, world: World, device: torch.device, options: Options):
-    """(the model to train, DDP-wrapped when distributed; the bare model underneath)."""
+def _start_training_group(world: World, options: Options) -> None:
+    """The process group of training collectives, whose timeout is `--timeout` (when distributed)."""
     if not world.distributed:
-        return model, model
+        return
     world.barrier()  # every rank is ready: from here on a silent rank is a failure
     world.group = dist.new_group(timeout=timedelta(seconds=options.timeout_s))
-    wrapped = torch.nn.parallel.DistributedDataParallel(
-        model, device_ids=portlayer.ddp_device_ids(device), process_group=world.group
-    )
-    return wrapped, model
 
 
 def _check_vocabulary(core, blocks: data.Blocks) -> None:
@@ -391,7 +402,7 @@ def _check_vocabulary(core, blocks: data.Blocks) -> None:
         )
 
 
-def _resume(options: Options, world: World, core, training: TrainingStep, experiment: str):
+def _resume(options: Options, world: World, training: TrainingStep, experiment: str):
     """(records so far, the first step to run, the checkpoint resumed from or None)."""
     resume_from = (
         checkpoint.latest(options.checkpoint_dir) if options.resume and options.checkpoint_dir else None
@@ -401,10 +412,12 @@ def _resume(options: Options, world: World, core, training: TrainingStep, experi
     state = checkpoint.load(resume_from, world.rank)
     if state["config_hash"] != experiment or state["world_size"] != world.size:
         raise PortlayerError(f"{resume_from}: saved by a different experiment or world size; not resuming")
-    core.load_state_dict(state["model"])
-    training.optimizer.load_state_dict(state["optimizer"])
-    training.scheduler.load_state_dict(state["scheduler"])
-    training.scaler.load_state_dict(state["scaler"])
+    saved_strategy = state.get("strategy", strategies.DEFAULT)
+    if saved_strategy != options.strategy:
+        raise PortlayerError(
+            f"{resume_from}: saved under --strategy {saved_strategy}; resume with it, not {options.strategy}"
+        )
+    training.parallel.load(resume_from)
     return state["records"], state["step"] + 1, resume_from
 
 
@@ -433,19 +446,16 @@ def _step(training: TrainingStep, step: int, device: torch.device) -> dict:
 
 
 def _save_checkpoint(
-    options: Options, world: World, core, training: TrainingStep, records: list, step: int, experiment: str
+    options: Options, world: World, training: TrainingStep, records: list, step: int, experiment: str
 ) -> None:
     state = {
-        "model": core.state_dict(),
-        "optimizer": training.optimizer.state_dict(),
-        "scheduler": training.scheduler.state_dict(),
-        "scaler": training.scaler.state_dict(),
         "records": records,
         "step": step,
         "config_hash": experiment,
         "world_size": world.size,
+        "strategy": options.strategy,
     }
-    checkpoint.save(options.checkpoint_dir, step, world.rank, state, world.barrier)
+    checkpoint.save(options.checkpoint_dir, step, world.rank, state, world.barrier, training.parallel.save)
 
 
 def _global_batch(options: Options, world: World) -> int:
@@ -460,6 +470,7 @@ def _run_record(
     identity: dict,
     eval_loss: float,
     host_peak: float,
+    engine: str,
 ) -> dict:
     """The run file's content (runfile.py); `identity` holds the experiment's hash and checksums."""
     timed = records[1:] or records  # the first step pays for warm-up (allocations, kernel selection)
@@ -483,6 +494,8 @@ def _run_record(
             "lr": options.lr,
             "warmup_steps": options.warmup_steps,
             "precision": options.precision,
+            "strategy": options.strategy,
+            "strategy_engine": engine,
             "tf32": options.tf32,
             "deterministic": torch.are_deterministic_algorithms_enabled(),
             "seed": options.seed,

@@ -78,3 +78,16 @@ def test_make_bench_installs_the_bench_extra_and_make_venv_does_not(tmp_path):
     assert "-c constraints.txt -e '.[migrate,train,dev,bench]'" in planned("bench")
     venv = planned("venv")
     assert "-c constraints.txt -e '.[migrate,train,dev]'" in venv and "bench]" not in venv
+
+
+def test_make_venv_and_test_build_deepspeed_against_the_installed_torch(tmp_path):
+    # DeepSpeed ships as a source archive; build isolation would fetch a CUDA torch to build it against.
+    assert _requirements()["deepspeed"] == {"deepspeed"}
+    for target in ("venv", "test"):
+        planned = subprocess.run(
+            ["make", "-n", target, f"VENV={tmp_path / 'venv'}"], cwd=ROOT, capture_output=True, text=True, check=True
+        ).stdout
+        install = next(line for line in planned.splitlines() if "'.[deepspeed]'" in line)
+        assert install.startswith("DS_BUILD_OPS=0 ")
+        assert "-c constraints.txt --no-build-isolation -e '.[deepspeed]'" in install
+        assert planned.index("-c constraints.txt wheel") < planned.index(install)

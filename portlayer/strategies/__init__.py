@@ -51,3 +51,29 @@ def get_strategy(name: str) -> Strategy:
         return STRATEGIES[name]
     except KeyError:
         raise PortlayerError(f"unknown strategy {name!r}: choose one of {', '.join(STRATEGIES)}") from None
+
+
+def prepare(strategy: Strategy, core, setup):
+    """`core` (the bare model) made ready to train under `strategy`: a `parallel.Parallel`.
+
+    Imports the strategy's engine only now (torch's fully_shard, DeepSpeed), so that choosing a strategy
+    costs nothing until one trains. The sharded strategies need a process group (`setup.group`).
+    """
+    from portlayer.strategies.parallel import Parallel
+
+    if strategy.engine == "ddp":
+        return Parallel.prepare(strategy, core, setup)
+    if setup.group is None:
+        raise PortlayerError(
+            f"--strategy {strategy.name} shards across ranks: launch with torchrun or the deepspeed launcher"
+        )
+    if setup.precision == "fp16":
+        # torch's GradScaler unscales whole gradients; a sharded strategy would need its own loss scaling.
+        raise PortlayerError(f"--strategy {strategy.name} trains in fp32 or bf16, not fp16 (no sharded loss scaling)")
+    if strategy.engine == "fsdp2":
+        from portlayer.strategies.fsdp2 import Fsdp2Parallel
+
+        return Fsdp2Parallel.prepare(strategy, core, setup)
+    from portlayer.strategies.zero import ZeroParallel
+
+    return ZeroParallel.prepare(strategy, core, setup)

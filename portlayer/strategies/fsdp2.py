@@ -1,0 +1,90 @@
+"""The fsdp2 strategy: torch's `fully_shard` over each transformer block and then the whole model.
+
+Parameters, gradients and optimizer state are sharded across the ranks of the training group (a DeviceMesh
+built from that group, so its timeout applies). A checkpoint gathers the full state to rank 0 and is
+written as ddp's is; loading shards it again, so a checkpoint moves between ddp and fsdp2.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import torch
+from torch.distributed.checkpoint.state_dict import (
+    StateDictOptions,
+    get_model_state_dict,
+    get_optimizer_state_dict,
+    set_model_state_dict,
+    set_optimizer_state_dict,
+)
+from torch.distributed.device_mesh import DeviceMesh
+from torch.distributed.fsdp import fully_shard
+
+from portlayer.strategies import Strategy
+from portlayer.strategies.parallel import Parallel, Setup
+
+# Saving: gathered whole, on rank 0's host memory only. Loading: every rank reads the whole file.
+_SAVE = StateDictOptions(full_state_dict=True, cpu_offload=True)
+_LOAD = StateDictOptions(full_state_dict=True)
+
+
+def blocks(model: torch.nn.Module) -> list[torch.nn.Module]:
+    """The model's repeated blocks, as HuggingFace names them (`_no_split_modules`: GPT2Block, BertLayer,
+    MixtralDecoderLayer, …): each becomes one unit gathered for its forward and freed after. A block that
+    shares a parameter with the rest of the model (BERT's word embeddings, tied to its masked-LM head) stays
+    in the model's own unit: fully_shard places a parameter in one unit only."""
+    names = set(getattr(model, "_no_split_modules", None) or ())
+    return [
+        module
+        for module in model.modules()
+        if type(module).__name__ in names and not _shares_parameters(model, module)
+    ]
+
+
+def _shares_parameters(model: torch.nn.Module, block: torch.nn.Module) -> bool:
+    inside = {id(parameter) for parameter in block.parameters()}
+    block_modules = {id(module) for module in block.modules()}
+    return any(
+        id(parameter) in inside
+        for module in model.modules()
+        if id(module) not in block_modules
+        for parameter in module.parameters(recurse=False)
+    )
+
+
+class Fsdp2Parallel(Parallel):
+    @classmethod
+    def prepare(cls, strategy: Strategy, core: torch.nn.Module, setup: Setup) -> Fsdp2Parallel:
+        mesh = DeviceMesh.from_group(setup.group, setup.device.type)
+        for block in blocks(core):
+            fully_shard(block, mesh=mesh)
+        fully_shard(core, mesh=mesh)  # the rest: embeddings, final norm, head
+        optimizer = setup.make_optimizer(core.parameters())
+        return cls(core, core, optimizer, setup.make_scheduler(optimizer), setup)
+
+    @property
+    def engine(self) -> str:
+        return "torch fully_shard"
+
+    def accumulating(self, last: bool):
+        return contextlib.nullcontext() if last else _no_gradient_sync(self.core)
+
+    def full_state(self) -> dict:
+        return {
+            "model": get_model_state_dict(self.core, options=_SAVE),
+            "optimizer": get_optimizer_state_dict(self.core, self.optimizer, options=_SAVE),
+        }
+
+    def load_full_state(self, state: dict) -> None:
+        set_model_state_dict(self.core, state["model"], options=_LOAD)
+        set_optimizer_state_dict(self.core, self.optimizer, state["optimizer"], options=_LOAD)
+
+
+@contextlib.contextmanager
+def _no_gradient_sync(model):
+    """fully_shard's no_sync: gradients accumulate unsharded until the micro-batch that reduces them."""
+    model.set_requires_gradient_sync(False)
+    try:
+        yield
+    finally:
+        model.set_requires_gradient_sync(True)

@@ -1,0 +1,112 @@
+"""DeepSpeed's accelerator follows portlayer's active backend (portlayer/strategies/deepspeed_accelerator.py):
+DeepSpeed's own where it has one (cpu: gloo without oneCCL), portlayer's through `set_accelerator` where it has
+none (musa, on the stand-in device). Each case runs in a fresh interpreter: DeepSpeed picks its accelerator
+once per process, when imported.
+
+DeepSpeed's accelerator interface: deepspeed/accelerator/abstract_accelerator.py and real_accelerator.py
+(deepspeedai/DeepSpeed v0.19.8, the version constraints.txt pins).
+"""
+
+import subprocess
+import sys
+
+from tests.example_reference import REPO
+from tests.fake_device import environment
+
+ON_MUSA = r"""
+import json, torch, portlayer
+from portlayer.strategies.deepspeed_accelerator import use_active_backend
+accelerator = use_active_backend()
+from deepspeed.accelerator import get_accelerator
+assert get_accelerator() is accelerator
+portlayer.set_device(1)
+held = accelerator.FloatTensor([1.0, 2.0, 3.0, 4.0])
+print(json.dumps({
+    "class": type(accelerator).__name__, "name": accelerator.device_name(), "named": accelerator.device_name(1),
+    "current": accelerator.current_device_name(), "collective": accelerator.communication_backend_name(),
+    "tensor": str(held.device), "on": accelerator.on_accelerator(held),
+    "on_cpu": accelerator.on_accelerator(torch.ones(1)), "allocated": accelerator.memory_allocated(1),
+    "count": accelerator.device_count(), "fp64": accelerator.is_fp64_supported(),
+    "visible": accelerator.visible_devices_envs(), "ops": accelerator.create_op_builder("FusedAdamBuilder"),
+    "synchronized": accelerator.is_synchronized_device(),
+}))
+"""
+
+ON_CPU = r"""
+import json
+from portlayer.strategies.deepspeed_accelerator import use_active_backend
+accelerator = use_active_backend()
+print(json.dumps({"class": type(accelerator).__name__, "collective": accelerator.communication_backend_name()}))
+"""
+
+SUPPORTED = r"""
+import json
+from deepspeed.accelerator import real_accelerator
+print(json.dumps(sorted(real_accelerator.SUPPORTED_ACCELERATOR_LIST)))
+"""
+
+
+def python(code: str, env: dict, timeout: int = 300) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=REPO, timeout=timeout
+    )
+
+
+def last_json(result: subprocess.CompletedProcess):
+    import json
+
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-4000:]
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def test_musa_gets_portlayers_accelerator_answering_for_the_stand_in_device(stand_in_device):
+    seen = last_json(python(ON_MUSA, environment("musa")))
+    assert seen["class"] == "PortlayerAccelerator"
+    assert (seen["name"], seen["named"], seen["current"]) == ("musa", "musa:1", "musa:1")
+    assert seen["collective"] == "mccl"  # the backend record's, what init_process_group needs there
+    assert seen["tensor"] == "musa:1" and seen["on"] and not seen["on_cpu"]
+    assert seen["allocated"] == 16  # four float32 on device 1, as the device's own allocator counts them
+    assert seen["count"] == 2
+    assert seen["fp64"] is False  # the musa record lists float64 among the dtypes the device emulates
+    assert seen["visible"] == ["MUSA_VISIBLE_DEVICES"]
+    assert seen["ops"] is None  # DeepSpeed's "no such op here": nothing to compile
+    assert seen["synchronized"] is False
+
+
+def test_the_cpu_gets_deepspeeds_own_accelerator_over_gloo_without_oneccl():
+    env = {k: v for k, v in environment("npu").items() if k != "PYTHONPATH"}
+    env["PYTHONPATH"] = str(REPO)
+    env["PORTLAYER_BACKEND"] = "cpu"
+    assert last_json(python(ON_CPU, env)) == {"class": "CPU_Accelerator", "collective": "gloo"}
+
+
+def test_the_list_portlayer_keeps_is_deepspeeds(stand_in_device):
+    from portlayer.strategies.deepspeed_accelerator import DEEPSPEED_ACCELERATORS
+
+    env = {k: v for k, v in environment("npu").items() if k != "PYTHONPATH"}
+    env["PYTHONPATH"] = str(REPO)
+    assert set(last_json(python(SUPPORTED, env))) == DEEPSPEED_ACCELERATORS
+    assert "musa" not in DEEPSPEED_ACCELERATORS
+
+
+def test_deepspeed_refuses_musa_by_name(stand_in_device):
+    """Why portlayer supplies one: DeepSpeed stops at import when told DS_ACCELERATOR=musa (docs/strategies.md)."""
+    env = {**environment("musa"), "DS_ACCELERATOR": "musa"}
+    result = python("import deepspeed", env)
+    assert result.returncode != 0
+    assert "ValueError: DS_ACCELERATOR must be one of ['cuda', 'cpu', 'xpu', 'npu'" in result.stderr
+
+
+def test_deepspeeds_npu_accelerator_needs_cann_s_environment(stand_in_device):
+    """DeepSpeed's npu op builders read ASCEND_HOME_PATH (CANN's set_env.sh sets it) when its communication
+    starts, and stop with a KeyError without it; portlayer says so in one line before DeepSpeed starts."""
+    env = {k: v for k, v in environment("npu").items() if k != "ASCEND_HOME_PATH"}
+    builder = "from deepspeed.accelerator import get_accelerator; get_accelerator().create_op_builder('ShareMemCommBuilder')"
+    deepspeed_alone = python(builder, {**env, "DS_ACCELERATOR": "npu"})
+    assert deepspeed_alone.stderr.strip().splitlines()[-1] == "KeyError: 'ASCEND_HOME_PATH'"
+
+    result = python(ON_CPU, env)
+    assert result.returncode != 0
+    assert result.stderr.strip().splitlines()[-1].endswith(
+        "DeepSpeed's npu accelerator needs ASCEND_HOME_PATH (CANN's set_env.sh sets it), which is unset"
+    )
