@@ -12,21 +12,13 @@ from __future__ import annotations
 
 import re
 import shutil
-from pathlib import Path
 
 import pytest
 
 from tests.run_after_migrate.launch import PROGRAMS, TARGETS, assert_trains, finish, start
 
 PROGRAM = "fsdp_deepspeed.py"
-# DeepSpeed's cpu accelerator builds its shared-memory collective on first use (ninja, ~1 min): once per
-# checkout, beside the stand-in device, not in the user-wide cache other checkouts' builds overwrite.
-EXTENSIONS = Path(__file__).resolve().parents[1] / ".fake_device_cache" / "torch_extensions"
-
-
-@pytest.fixture(autouse=True)
-def _extensions_of_this_checkout(monkeypatch):
-    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(EXTENSIONS))
+pytestmark = pytest.mark.usefixtures("deepspeed_extensions_of_this_checkout")
 
 
 @pytest.mark.parametrize("target", [t for t in TARGETS if t.name in ("neutral", "torch")], ids=str)
