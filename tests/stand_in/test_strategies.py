@@ -1,8 +1,8 @@
-"""`portlayer parity run --strategy zero2|fsdp2` on the stand-in npu and musa matches the committed cpu DDP
+"""`portlayer parity run --strategy zero2|zero3|fsdp2` on the stand-in npu and musa matches the committed cpu DDP
 baseline, and `parity compare` names the strategies' reduction order as the cause of what differs
 (docs/parity.md).
 
-zero2 is DeepSpeed's engine: on the npu its own npu accelerator (hccl), on the musa portlayer's accelerator given
+zero2 and zero3 are DeepSpeed's engine: on the npu its own npu accelerator (hccl), on the musa portlayer's accelerator given
 to DeepSpeed (mccl). fsdp2 is torch's `fully_shard` on a device mesh of the vendor's device type, over the
 vendor's collective.
 
@@ -17,6 +17,8 @@ from tests.stand_in.test_parity import BASELINE, portlayer
 ENGINE = {
     ("zero2", "npu"): "ZeRO-2 on NPU_Accelerator (hccl)",
     ("zero2", "musa"): "ZeRO-2 on PortlayerAccelerator (mccl)",
+    ("zero3", "npu"): "ZeRO-3 on NPU_Accelerator (hccl)",
+    ("zero3", "musa"): "ZeRO-3 on PortlayerAccelerator (mccl)",
     ("fsdp2", "npu"): "torch fully_shard",
     ("fsdp2", "musa"): "torch fully_shard",
 }
