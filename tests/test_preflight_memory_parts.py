@@ -34,5 +34,6 @@ def test_the_peak_snapshot_sums_each_category_over_devices():
     ],
 )
 def test_the_training_peak_is_in_the_phase_that_holds_more(after_forward, after_backward, phase):
-    memory = fake_step._steady_state(after_forward, after_backward, {}, state=0, ddp_buckets=0)
+    memory, optimizing = fake_step._steady_state(after_forward, after_backward, {}, state=0, ddp_buckets=0)
+    assert optimizing is None  # no optimizer phase above the backward's peak: the training peak is the step's
     assert memory.phase == phase

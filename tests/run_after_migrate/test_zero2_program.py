@@ -1,5 +1,5 @@
 """Run after migrate, a public DeepSpeed ZeRO-2 program: DeepSpeedExamples' training/bf16_master_weight/train.py
-(public/deepspeed_bf16_master_weight/, unmodified; PROVENANCE.md says from where), migrated with
+(public/deepspeed_bf16_master_weight/, unmodified, its provenance beside it), migrated with
 `--target neutral` and `--target npu`, trains a small language model on 2 ranks under torchrun with DeepSpeed's
 engine at ZeRO stage 2: on the cpu (DeepSpeed's cpu accelerator over gloo) and on the stand-in npu (DeepSpeed's
 own npu accelerator over the stand-in's hccl).

@@ -117,6 +117,10 @@ def _release_the_last_backward(device_type: str, count: int) -> None:
     engine = torch.autograd.Variable._execution_engine
     with torch.enable_grad():
         for index in range(count):
+            # A device that never allocated never ran a backward; leave it untouched, so that what the
+            # process allocated there (memory_log.py) stays what the program allocated.
+            if torch.ops.fake_device.memory_stats(index)[2] == 0:
+                continue
             leaf = torch.ones(1, device=torch.device(device_type, index), requires_grad=True)
             out = leaf * 1
             engine.run_backward((out,), (torch.ones_like(out),), False, False, (), True, True)

@@ -3,6 +3,7 @@ API, the way migrated code reads) or "dropin" (`import portlayer.torch as torch`
 its model's reducer was freed at `destroy_process_group` and by the time the interpreter finalises."""
 
 import atexit
+import os
 import sys
 import weakref
 
@@ -10,11 +11,16 @@ WAY = sys.argv[1]
 reducer = None
 
 
+def say(line: str) -> None:
+    # One write per line: the two ranks share torchrun's stdout, and print's text and newline can interleave.
+    os.write(sys.stdout.fileno(), f"{line}\n".encode())
+
+
 # Registered before portlayer is first used, so it runs after portlayer's own exit handler (atexit: last in,
 # first out), and before the interpreter finalises.
 @atexit.register
 def report_at_exit():
-    print(f"freed by exit: {reducer() is None}", flush=True)
+    say(f"freed by exit: {reducer() is None}")
 
 
 if WAY == "dropin":
@@ -40,4 +46,4 @@ for _ in range(2):
     optimizer.step()
 reducer = weakref.ref(model.reducer)
 dist.destroy_process_group()
-print(f"freed at destroy: {reducer() is None}", flush=True)
+say(f"freed at destroy: {reducer() is None}")
