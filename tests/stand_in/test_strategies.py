@@ -14,6 +14,8 @@ import pytest
 
 from tests.stand_in.test_parity import BASELINE, portlayer
 
+BASELINES = BASELINE.parent
+
 ENGINE = {
     ("zero2", "npu"): "ZeRO-2 on NPU_Accelerator (hccl)",
     ("zero2", "musa"): "ZeRO-2 on PortlayerAccelerator (mccl)",
@@ -24,9 +26,17 @@ ENGINE = {
 }
 
 
-@pytest.mark.parametrize(("strategy", "vendor"), sorted(ENGINE))
+# Every tiny preset under every sharded strategy on the npu; gpt2-tiny on both vendors.
+CASES = sorted(
+    {("gpt2-tiny", strategy, vendor) for strategy, vendor in ENGINE}
+    | {(preset, strategy, "npu") for preset in ("bert-base-uncased-tiny", "mixtral-8x7b-tiny")
+       for strategy in ("fsdp2", "zero2", "zero3")}
+)
+
+
+@pytest.mark.parametrize(("preset", "strategy", "vendor"), CASES)
 def test_strategy_on_the_stand_in_device_matches_the_cpu_ddp_baseline(
-    strategy, vendor, tmp_path, stand_in_device, monkeypatch
+    preset, strategy, vendor, tmp_path, stand_in_device, monkeypatch
 ):
     from portlayer.train import runfile
 
@@ -34,7 +44,7 @@ def test_strategy_on_the_stand_in_device_matches_the_cpu_ddp_baseline(
     monkeypatch.setenv("ASCEND_HOME_PATH", str(tmp_path))
     out = tmp_path / "run.json"
     run = portlayer(
-        vendor, "parity", "run", "--preset", "gpt2-tiny", "--nproc", 2, "--strategy", strategy, "--out", out
+        vendor, "parity", "run", "--preset", preset, "--nproc", 2, "--strategy", strategy, "--out", out
     )
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-4000:]
 
@@ -42,7 +52,7 @@ def test_strategy_on_the_stand_in_device_matches_the_cpu_ddp_baseline(
     assert (metadata["backend"], metadata["device_type"], metadata["strategy"]) == (vendor, vendor, strategy)
     assert metadata["strategy_engine"].endswith(ENGINE[strategy, vendor])
 
-    compare = portlayer(vendor, "parity", "compare", BASELINE, out)
+    compare = portlayer(vendor, "parity", "compare", BASELINES / f"{preset}.cpu-cpu.json", out)
     assert compare.returncode == 0, compare.stdout + compare.stderr
     assert f"note: runs differ in strategy: baseline 'ddp', run '{strategy}'" in compare.stdout
     assert compare.stdout.strip().splitlines()[-1].startswith("parity OK: 30 steps within rtol 1e-05")

@@ -59,7 +59,7 @@ def install(
     """Register the stand-in device under `vendor.device_type`; `module` is the device module to fill (the
     plugin itself for torch_musa, whose package is `torch.musa`; a new `<plugin>.<type>` otherwise)."""
     from fake_vendor import collective as collectives
-    from fake_vendor import device_module, memory_log
+    from fake_vendor import device_module, kernels, memory_log
 
     plugin.ENV_AT_IMPORT = {name: os.environ.get(name) for name in WATCHED_ENV}
     torch.ops.load_library(str(build.library()))
@@ -94,6 +94,7 @@ def install(
     torch._register_device_module(vendor.device_type, module)
     collectives.register(collective, vendor.device_type)
     torch.utils.generate_methods_for_privateuse1_backend(for_tensor=True, for_module=True, for_storage=True)
+    kernels.register()
     atexit.register(_release_the_last_backward, vendor.device_type, count)
 
 
