@@ -1,12 +1,15 @@
-"""Run the migrated public files (public/, copied beside this script) on the cpu: their attention and norm
-code paths train a step or three and agree with plain torch written from the same definition.
+"""Run the migrated public files (public/, copied beside this script) on the target's device (the cpu, or
+the stand-in npu/musa): their attention and norm code paths train a step or three and agree with plain torch
+written from the same definition.
 
-Run by test_public_library_files.py in a process of its own, with the target's environment; prints
-`loss <value>` lines and `ok <file>` per file, and fails with a traceback otherwise.
+Run by test_public_library_files.py in a process of its own, with the target's environment, as
+`check_public_files.py DEVICE_TYPE FILE...`; prints `loss <value>` lines and `ok <file>` per file, and fails
+with a traceback otherwise.
 """
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import math
 import sys
@@ -91,6 +94,13 @@ def fairseq() -> None:
 
 
 if __name__ == "__main__":
-    for name in sys.argv[1:]:
+    device_type, names = sys.argv[1], sys.argv[2:]
+    if device_type != "cpu":
+        from portlayer.backends import BY_NAME
+
+        importlib.import_module(BY_NAME[device_type].vendor_module)  # registers the device, as a port does
+    # Every tensor and module the checks make, and the files' own, live on the device.
+    torch.set_default_device(device_type)
+    for name in names:
         globals()[name]()
         print(f"ok {name}")

@@ -85,8 +85,17 @@ def _on_fake(vendor: str) -> Callable[[dict], dict]:
     return lambda base: fake_device.environment(vendor, base)
 
 
+def _torch_target_on_the_host(base: dict) -> dict:
+    """The host, with torch_target_exit/sitecustomize.py: torch's gloo exit race is not the port's."""
+    env = _host(base)
+    exit_hook = str(Path(__file__).with_name("torch_target_exit"))
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, (exit_hook, env.get("PYTHONPATH"))))
+    return env
+
+
 TARGETS = (
-    *(Target(name, functools.partial(migrated, target=name)) for name in ("neutral", "torch")),
+    Target("neutral", functools.partial(migrated, target="neutral")),
+    Target("torch", functools.partial(migrated, target="torch"), env=_torch_target_on_the_host),
     Target("dropin", through_dropin),
     # The vendors' own API, run on the stand-in device that computes (tests/fake_device.py).
     *(
