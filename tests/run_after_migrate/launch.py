@@ -106,9 +106,21 @@ TARGETS = (
 )
 
 
+# Public programs read their model, tokenizer and data by hub name (`from_pretrained("bert-base-cased")`); the
+# tests build each locally in a folder of that name in the run's directory, which the loaders take first.
+# Offline, with the hub's address a closed local port, a name the test did not build fails there and then:
+# nothing is ever downloaded (test_no_run_reaches_the_hub).
+NO_HUB = {
+    "HF_HUB_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "HF_DATASETS_OFFLINE": "1",
+    "HF_ENDPOINT": "http://127.0.0.1:9",
+}
+
+
 def environment(target: Target) -> dict:
     env = target.env(dict(os.environ))
-    env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HF_DATASETS_OFFLINE="1", OMP_NUM_THREADS="1")
+    env.update(NO_HUB, OMP_NUM_THREADS="1")
     return env
 
 
