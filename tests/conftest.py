@@ -31,11 +31,11 @@ def run_python(code: str, *, fake_plugins: bool = True, env: dict | None = None,
     )
 
 
-def fresh_process_json(code: str, env: dict | None = None, timeout: int = 180):
-    """Run `code` in a fresh interpreter with the fake vendor plugins importable; return the JSON it prints
-    on its last line."""
-    result = run_python(code, env=env, timeout=timeout)
-    assert result.returncode == 0, result.stderr
+def fresh_process_json(code: str, env: dict | None = None, timeout: int = 180, fake_plugins: bool = True):
+    """Run `code` in a fresh interpreter (with the fake vendor plugins importable unless `fake_plugins` is
+    False); return the JSON it prints on its last line."""
+    result = run_python(code, fake_plugins=fake_plugins, env=env, timeout=timeout)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-4000:]
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 

@@ -65,6 +65,10 @@ def environment(vendor: str, base: dict | None = None, *, devices: int = 2, auto
     entry_points = [str(AUTOLOADED[vendor])] if autoload else []
     env["PYTHONPATH"] = os.pathsep.join([*entry_points, *plugin_path(vendor), str(REPO), *existing])
     env[f"FAKE_{vendor.upper()}_DEVICE_COUNT"] = str(devices)
+    if vendor == "npu":
+        # An Ascend host has CANN's install path from its set_env.sh, and DeepSpeed's npu accelerator reads it;
+        # nothing under it is read on the stand-in.
+        env.setdefault("ASCEND_HOME_PATH", str(FAKE_PLUGINS / "npu"))
     env.setdefault("OMP_NUM_THREADS", "1")
     return env
 

@@ -192,12 +192,13 @@ def assert_allocated_on_the_device(peaks: dict[str, int], what: str, nproc: int 
     whatever its exit code and however its loss fell."""
     expected = ["main"] if nproc is None else [str(rank) for rank in range(nproc)]
     for process in expected:
+        who = "the program" if process == "main" else f"rank {process}"
         assert process in peaks, (
-            f"{what}: {'the program' if process == 'main' else f'rank {process}'} never loaded the stand-in"
+            f"{what}: {who} never loaded the stand-in"
             f" device: it trained on the host cpu, not on the device it was ported to"
         )
         assert peaks[process] > 0, (
-            f"{what}: {'the program' if process == 'main' else f'rank {process}'} loaded the stand-in device"
+            f"{what}: {who} loaded the stand-in device"
             f" but allocated 0 bytes on it: it trained on the host cpu, not on the device it was ported to"
         )
 

@@ -10,6 +10,7 @@ DeepSpeed's accelerator interface: deepspeed/accelerator/abstract_accelerator.py
 import subprocess
 import sys
 
+from tests.conftest import fresh_process_json, run_python
 from tests.example_reference import REPO
 from tests.fake_device import environment
 
@@ -46,21 +47,8 @@ print(json.dumps(sorted(real_accelerator.SUPPORTED_ACCELERATOR_LIST)))
 """
 
 
-def python(code: str, env: dict, timeout: int = 300) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=REPO, timeout=timeout
-    )
-
-
-def last_json(result: subprocess.CompletedProcess):
-    import json
-
-    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-4000:]
-    return json.loads(result.stdout.strip().splitlines()[-1])
-
-
 def test_musa_gets_portlayers_accelerator_answering_for_the_stand_in_device(stand_in_device):
-    seen = last_json(python(ON_MUSA, environment("musa")))
+    seen = fresh_process_json(ON_MUSA, env=environment("musa"), timeout=300)
     assert seen["class"] == "PortlayerAccelerator"
     assert (seen["name"], seen["named"], seen["current"]) == ("musa", "musa:1", "musa:1")
     assert seen["collective"] == "mccl"  # the backend record's, what init_process_group needs there
@@ -74,27 +62,30 @@ def test_musa_gets_portlayers_accelerator_answering_for_the_stand_in_device(stan
 
 
 def test_the_cpu_gets_deepspeeds_own_accelerator_over_gloo_without_oneccl():
-    env = {k: v for k, v in environment("npu").items() if k != "PYTHONPATH"}
-    env["PYTHONPATH"] = str(REPO)
-    env["PORTLAYER_BACKEND"] = "cpu"
-    assert last_json(python(ON_CPU, env)) == {"class": "CPU_Accelerator", "collective": "gloo"}
+    seen = fresh_process_json(ON_CPU, env={"PORTLAYER_BACKEND": "cpu"}, timeout=300, fake_plugins=False)
+    assert seen == {"class": "CPU_Accelerator", "collective": "gloo"}
 
 
-def test_the_list_portlayer_keeps_is_deepspeeds(stand_in_device):
+def test_the_list_portlayer_keeps_is_deepspeeds():
     from portlayer.strategies.deepspeed_accelerator import DEEPSPEED_ACCELERATORS
 
-    env = {k: v for k, v in environment("npu").items() if k != "PYTHONPATH"}
-    env["PYTHONPATH"] = str(REPO)
-    assert set(last_json(python(SUPPORTED, env))) == DEEPSPEED_ACCELERATORS
+    assert set(fresh_process_json(SUPPORTED, timeout=300, fake_plugins=False)) == DEEPSPEED_ACCELERATORS
     assert "musa" not in DEEPSPEED_ACCELERATORS
 
 
 def test_deepspeed_refuses_musa_by_name(stand_in_device):
     """Why portlayer supplies one: DeepSpeed stops at import when told DS_ACCELERATOR=musa (docs/strategies.md)."""
     env = {**environment("musa"), "DS_ACCELERATOR": "musa"}
-    result = python("import deepspeed", env)
+    result = run_python("import deepspeed", env=env, timeout=300)
     assert result.returncode != 0
     assert "ValueError: DS_ACCELERATOR must be one of ['cuda', 'cpu', 'xpu', 'npu'" in result.stderr
+
+
+def without_cann(code: str, env: dict) -> subprocess.CompletedProcess:
+    """`code` in an environment with ASCEND_HOME_PATH removed, which run_python cannot do (it only adds)."""
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=REPO, timeout=300
+    )
 
 
 def test_deepspeeds_npu_accelerator_needs_cann_s_environment(stand_in_device):
@@ -102,10 +93,10 @@ def test_deepspeeds_npu_accelerator_needs_cann_s_environment(stand_in_device):
     starts, and stop with a KeyError without it; portlayer says so in one line before DeepSpeed starts."""
     env = {k: v for k, v in environment("npu").items() if k != "ASCEND_HOME_PATH"}
     builder = "from deepspeed.accelerator import get_accelerator; get_accelerator().create_op_builder('ShareMemCommBuilder')"
-    deepspeed_alone = python(builder, {**env, "DS_ACCELERATOR": "npu"})
+    deepspeed_alone = without_cann(builder, {**env, "DS_ACCELERATOR": "npu"})
     assert deepspeed_alone.stderr.strip().splitlines()[-1] == "KeyError: 'ASCEND_HOME_PATH'"
 
-    result = python(ON_CPU, env)
+    result = without_cann(ON_CPU, env)
     assert result.returncode != 0
     assert result.stderr.strip().splitlines()[-1].endswith(
         "DeepSpeed's npu accelerator needs ASCEND_HOME_PATH (CANN's set_env.sh sets it), which is unset"

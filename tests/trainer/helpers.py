@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import socket
 from pathlib import Path
 
 from portlayer.train import runfile
@@ -25,3 +26,10 @@ def max_relative_difference(expected: dict, actual: dict) -> float:
     assert len(expected["steps"]) == len(actual["steps"])
     errors = [abs(run["loss"] - base["loss"]) / abs(base["loss"]) for base, run in zip(expected["steps"], actual["steps"])]
     return max(math.inf if math.isnan(error) else error for error in errors)  # a NaN loss is never close
+
+
+def free_port() -> int:
+    """A port nothing listens on now, for a rendezvous the test starts itself."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]

@@ -11,7 +11,6 @@ import os
 import pty
 import select
 import signal
-import socket
 import struct
 import subprocess
 import sys
@@ -24,7 +23,7 @@ from portlayer.train import runfile
 from portlayer.train.parity_run import descendants, torchrun_command
 from portlayer.train.progress import StepBar, parse_step_event, step_event
 
-from tests.trainer.helpers import RTOL, baseline, max_relative_difference
+from tests.trainer.helpers import RTOL, baseline, free_port, max_relative_difference
 
 PORTLAYER = [sys.executable, "-m", "portlayer"]
 
@@ -105,15 +104,11 @@ def test_on_a_pipe_the_trainer_lines_pass_and_step_events_stay_hidden():
     assert stream.getvalue() == ""
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def test_two_single_rank_nodes_reproduce_the_two_rank_baseline(tmp_path):
     """Two `parity run` processes joined through the c10d rendezvous are one 2-rank job: the same losses."""
-    endpoint = f"127.0.0.1:{_free_port()}"
+    endpoint = f"127.0.0.1:{free_port()}"
     nodes = [
         subprocess.Popen(
             [

@@ -7,7 +7,6 @@ pair of jobs proves both the strategy's parity and its checkpoint.
 """
 
 import os
-import socket
 import subprocess
 import sys
 
@@ -16,7 +15,7 @@ from click.testing import CliRunner
 from portlayer.train import runfile
 from portlayer.train.parity_run import run
 
-from tests.trainer.helpers import RTOL, baseline, max_relative_difference
+from tests.trainer.helpers import RTOL, baseline, free_port, max_relative_difference
 
 # Where each strategy keeps its model and optimizer state inside a checkpoint folder.
 STRATEGY_STATE = {"fsdp2": "model-optimizer.pt", "zero2": "deepspeed", "zero3": "deepspeed"}
@@ -75,7 +74,3 @@ def test_the_deepspeed_launcher_runs_the_trainer(tmp_path):
     assert_matches_the_ddp_baseline("gpt2-tiny", out, "zero1")
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
