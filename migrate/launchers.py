@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import re
 
-from portlayer.migrate import deepspeed_accelerators
 from portlayer.migrate.model import Diagnostic
 
 from portlayer.backends import BY_NAME
+from portlayer.strategies import deepspeed_devices as deepspeed_accelerators
 
 # Options of the runner that name devices or nodes: what the report lists.
 _DEVICE_OPTIONS = ("--include", "-i", "--exclude", "-e", "--num_gpus", "--num_accelerators", "--num_nodes",

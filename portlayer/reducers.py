@@ -19,7 +19,7 @@ def release(group=None) -> int:
     """Free the reducer of every live DDP model on `group` (every group when None, as
     `destroy_process_group(None)` destroys them all); returns how many. The models cannot train after."""
     ddp = sys.modules.get("torch.nn.parallel.distributed")
-    if ddp is None:  # nothing ever imported DDP: no model to look for
+    if ddp is None:  # torch imports it with itself: a process without torch has no model to look for
         return 0
     released = 0
     for model in gc.get_objects():

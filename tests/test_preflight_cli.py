@@ -198,3 +198,14 @@ def test_codes_doc_is_generated_from_the_table():
 
     assert (REPO / "docs" / "preflight-codes.md").read_text() == markdown()
     assert all(code.startswith(("PF1", "PF2")) for code in CODES)
+
+
+def test_the_commands_help_reads_without_torch():
+    # `portlayer --help` lists preflight: its command and option tables load no torch (the step's modules do).
+    from tests.conftest import run_python
+
+    result = run_python(
+        "import sys\nfrom portlayer.cli import main\nimport portlayer.preflight.cli\nprint('torch' in sys.modules)",
+        fake_plugins=False,
+    )
+    assert result.stdout.split() == ["False"], result.stderr

@@ -19,7 +19,7 @@ PSI, N = 7_500_000_000, 64
 
 def count(total, trainable=None):
     trainable = total if trainable is None else trainable
-    return sharding.ParameterCount(total, trainable, largest_layer=0, largest_layer_trainable=0)
+    return sharding.ParameterCount(total, trainable, largest_layer=0)
 
 
 @pytest.mark.parametrize(("strategy", "closed_form", "figure_1_gb"), [

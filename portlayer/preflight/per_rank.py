@@ -79,7 +79,6 @@ def count_parameters(source: ModelSource, training: Training) -> sharding.Parame
         total=numel(model.parameters()),
         trainable=numel(model.parameters(), True),
         largest_layer=max((numel(layer.parameters()) for layer in layers), default=0),
-        largest_layer_trainable=max((numel(layer.parameters(), True) for layer in layers), default=0),
         outside_layers=numel(model.parameters()) - sum(numel(layer.parameters()) for layer in layers),
     )
 

@@ -46,7 +46,6 @@ class ParameterCount:
     total: int
     trainable: int
     largest_layer: int  # the most parameters one decoder layer holds (what a sharded engine gathers at once)
-    largest_layer_trainable: int
     outside_layers: int = 0  # the parameters of no decoder layer: embeddings, the final norm, the head
 
 
@@ -77,16 +76,6 @@ def model_states(count: ParameterCount, strategy: Strategy, nproc: int, precisio
     )
 
 
-def deepspeed_bucket(strategy: Strategy, count: ParameterCount) -> int:
-    """DeepSpeed's reduce bucket in elements, as the trainer configures the engine (its own code)."""
-    from portlayer.strategies.parallel import Setup
-    from portlayer.strategies.zero import deepspeed_config
-
-    setup = Setup(group=None, device=None, make_optimizer=None, make_scheduler=None, micro_batch=1, grad_accum=1,
-                  max_grad_norm=1.0)
-    return deepspeed_config(strategy, setup, count.total)["zero_optimization"]["reduce_bucket_size"]
-
-
 def adam_bytes(strategy: Strategy, precision: str) -> int:
     return DEEPSPEED_ADAM_BYTES if strategy.engine == "deepspeed" else ADAM_BYTES[precision]
 
@@ -107,7 +96,11 @@ def communication(count: ParameterCount, strategy: Strategy, precision: str) -> 
         return count.trainable * weight
     if strategy.engine == "fsdp2":
         return (count.outside_layers + 2 * count.largest_layer) * weight
-    bucket = deepspeed_bucket(strategy, count) * weight
+    from portlayer.strategies.zero import (
+        bucket_elements,  # the trainer's own sizing (loads its strategy code)
+    )
+
+    bucket = bucket_elements(count.total) * weight
     if strategy.shards_parameters:
         # Gathered parameters are released only beyond max_live_parameters (and the prefetch): a model
         # smaller than that stays gathered whole; a larger one holds that many.

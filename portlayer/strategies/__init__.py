@@ -28,10 +28,6 @@ class Strategy:
     shards_parameters: bool
     zero_stage: int | None = None  # DeepSpeed's stage, for engine "deepspeed"
 
-    @property
-    def sharded(self) -> bool:
-        return self.shards_optimizer_state or self.shards_gradients or self.shards_parameters
-
 
 STRATEGIES: dict[str, Strategy] = {
     s.name: s

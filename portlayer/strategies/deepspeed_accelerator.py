@@ -22,10 +22,9 @@ import torch
 import portlayer
 from portlayer.backends import Backend
 from portlayer.errors import PortlayerError
+from portlayer.strategies.deepspeed_devices import DEEPSPEED_ACCELERATORS
 
-# DeepSpeed 0.19's SUPPORTED_ACCELERATOR_LIST (tests/strategies check it against DeepSpeed's): DeepSpeed must be
-# told its accelerator before it is imported, since importing it chooses one.
-DEEPSPEED_ACCELERATORS = frozenset({"cuda", "cpu", "xpu", "npu", "mps", "hpu", "mlu", "sdaa", "supa", "klxpu"})
+# DeepSpeed must be told its accelerator before it is imported, since importing it chooses one.
 _DS_ENV = "DS_ACCELERATOR"
 # What DeepSpeed's own accelerator for a backend reads from the environment on a real host, and who sets it.
 # Without ASCEND_HOME_PATH its npu op builders stop with "KeyError: 'ASCEND_HOME_PATH'".

@@ -31,10 +31,15 @@ _BUCKET_ELEMENTS = 500_000_000
 _NEVER = 2**31 - 1
 
 
+def bucket_elements(parameters: int) -> int:
+    """The engine's reduce and all-gather buckets, in elements, for a model of `parameters` elements."""
+    return min(_BUCKET_ELEMENTS, parameters)
+
+
 def deepspeed_config(strategy: Strategy, setup: Setup, parameters: int) -> dict:
     """The engine's configuration: the trainer's batch split and clipping, the strategy's ZeRO stage, buckets
     no larger than the model's `parameters` (elements)."""
-    bucket = min(_BUCKET_ELEMENTS, parameters)
+    bucket = bucket_elements(parameters)
     return {
         "train_micro_batch_size_per_gpu": setup.micro_batch,
         "gradient_accumulation_steps": setup.grad_accum,

@@ -1,6 +1,7 @@
 """Which devices DeepSpeed has an accelerator of its own for (deepspeed/accelerator/real_accelerator.py,
-SUPPORTED_ACCELERATOR_LIST, DeepSpeed 0.19.8): where it has none (musa), its `get_accelerator()` and its
-launcher do not find the device."""
+SUPPORTED_ACCELERATOR_LIST, DeepSpeed 0.19.8; tests/strategies check it against DeepSpeed's): where it has none
+(musa), its `get_accelerator()` and its launcher do not find the device. Read by the trainer's ZeRO strategies
+(deepspeed_accelerator.py) and by migrate's DeepSpeed rules, so it imports nothing heavy."""
 
 from __future__ import annotations
 
