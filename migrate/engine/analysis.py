@@ -450,3 +450,17 @@ def _disjoint(spans: list[Span]) -> list[Span]:
         kept.append((first, last))
     return kept
 
+
+def nested_bodies(tree: ast.Module):
+    """Every statement list below the module's own, with the function, class or module it belongs to."""
+    stack: list[tuple[ast.AST, ast.AST]] = [(tree, tree)]
+    while stack:
+        node, scope = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            scope = node
+        if node is not tree:
+            for name in ("body", "orelse", "finalbody"):
+                body = getattr(node, name, None)
+                if isinstance(body, list) and body and isinstance(body[0], ast.stmt):
+                    yield scope, body
+        stack.extend((child, scope) for child in ast.iter_child_nodes(node))

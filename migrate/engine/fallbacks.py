@@ -18,7 +18,7 @@ import ast
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
-from portlayer.migrate.engine.analysis import source_lines
+from portlayer.migrate.engine.analysis import nested_bodies, source_lines
 from portlayer.migrate.import_statements import bound_names, catches_import_error, top_module
 
 
@@ -41,22 +41,13 @@ def find_fallbacks(tree: ast.Module, libraries: Collection[str]) -> list[Fallbac
     """Every `try` (at any depth) whose body imports one of `libraries` (top-level package names) and
     whose ImportError handler is a fallback, in source order."""
     found: list[Fallback] = []
-    for body in _bodies(tree):
+    for body in [tree.body, *(body for _, body in nested_bodies(tree))]:
         for statement in body:
             if isinstance(statement, ast.Try):
                 fallback = _fallback(statement, libraries, alone=len(body) == 1)
                 if fallback is not None:
                     found.append(fallback)
     return sorted(found, key=lambda f: f.statement.lineno)
-
-
-def _bodies(tree: ast.Module):
-    yield tree.body
-    for node in ast.walk(tree):
-        for name in ("body", "orelse", "finalbody"):
-            body = getattr(node, name, None)
-            if node is not tree and isinstance(body, list) and body and isinstance(body[0], ast.stmt):
-                yield body
 
 
 def _fallback(statement: ast.Try, libraries: Collection[str], alone: bool) -> Fallback | None:

@@ -20,6 +20,7 @@ from portlayer.migrate.engine.analysis import (
     first_line,
     line_group,
     line_groups,
+    nested_bodies,
     newline_of,
     parse_python,
     source_lines,
@@ -140,7 +141,7 @@ def _remove_unused_nested(code: str, tree: ast.Module, libraries: set[str]) -> s
     would be empty)."""
     if not libraries and _NESTED_TORCH_CUDA_IMPORT.search(code) is None:
         return code  # the common case, told without walking the tree
-    candidates = [(scope, body, index) for scope, body in _nested_bodies(tree) for index, statement in enumerate(body)
+    candidates = [(scope, body, index) for scope, body in nested_bodies(tree) for index, statement in enumerate(body)
                   if (_imports_from_torch_cuda(statement) or top_module(statement) in libraries)
                   and line_group(body, index) == (index, index)]
     if not candidates:
@@ -175,7 +176,7 @@ def _remove_unused_nested(code: str, tree: ast.Module, libraries: set[str]) -> s
 def _drop_marked(code: str, tree: ast.Module) -> str:
     lines = source_lines(code)
     edits: dict[int, str] = {}
-    for body in [tree.body, *(body for _, body in _nested_bodies(tree))]:
+    for body in [tree.body, *(body for _, body in nested_bodies(tree))]:
         marked = [s for s in body if isinstance(s, ast.Pass) and lines[s.lineno - 1].rstrip().endswith(DROPPED)]
         for index, statement in enumerate(marked):
             number = statement.lineno
@@ -187,21 +188,6 @@ def _drop_marked(code: str, tree: ast.Module) -> str:
     for number, text in edits.items():
         lines[number - 1] = text
     return "".join(lines)
-
-
-def _nested_bodies(tree: ast.Module):
-    """Every statement list below the module's own, with the function, class or module it belongs to."""
-    stack: list[tuple[ast.AST, ast.AST]] = [(tree, tree)]
-    while stack:
-        node, scope = stack.pop()
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            scope = node
-        if node is not tree:
-            for name in ("body", "orelse", "finalbody"):
-                body = getattr(node, name, None)
-                if isinstance(body, list) and body and isinstance(body[0], ast.stmt):
-                    yield scope, body
-        stack.extend((child, scope) for child in ast.iter_child_nodes(node))
 
 
 def _imports_from_torch_cuda(statement: ast.stmt) -> bool:
@@ -339,7 +325,7 @@ def _insert_sorted(code: str, block: list[ast.stmt], modules: list[str]) -> str:
     if names != sorted(names):
         # No order to keep: with the third-party imports, after the last one (alphabetically, `portlayer`
         # would land among the standard library in `import os / import math / import time / import torch`).
-        third_party = [s for s in block if top_module(s) not in (None, *sys.stdlib_module_names)]
+        third_party = [s for s in block if (m := top_module(s)) is not None and m not in sys.stdlib_module_names]
         at[third_party[-1].end_lineno + 1] = [f"import {module}{newline}" for module in modules]
         modules = []
     for module in modules:

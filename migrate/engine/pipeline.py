@@ -10,6 +10,7 @@ once, after every rule has run, so that no rule shifts the lines of another: eve
 from __future__ import annotations
 
 import operator
+import re
 import sys
 from functools import reduce
 
@@ -34,6 +35,9 @@ from portlayer.migrate.targets import TARGETS, Target, target_named
 
 __all__ = ["TARGETS", "migrate_source", "mentions_cuda", "prefilter", "SourceError", "MigrationResult"]
 
+
+# An f-string prefix (f, rf, fr in any case) where a string starts.
+_F_STRING = re.compile(r"(?i)(?<!\w)(?:rf|fr|f)['\"]")
 
 
 def _prefilter_for(target: Target) -> Prefilter:
@@ -86,10 +90,12 @@ def run_rules(source: str, target: Target, *, annotate: bool = False, every_rule
     guards = find_guards(analysis.tree, analysis.lines, target, CudaOnlyLibraries in rules)
     flow = find_data_flow(analysis.tree, source, IntDeviceIndices in rules)
     excluded = regions.excluded_lines(source)
+    skipped = excluded | guards.dispatch_lines
     fallbacks = find_fallbacks(analysis.tree, FALLBACK_LIBRARIES) if CudaOnlyLibraries in rules else []
-    taken = [f for f in fallbacks if f.statement.lineno not in excluded | guards.dispatch_lines]
+    taken_flags = tuple(f.statement.lineno not in skipped for f in fallbacks)
+    taken = [f for f, is_taken in zip(fallbacks, taken_flags) if is_taken]
     context = FileContext(
-        ImportPlan(), target, excluded | guards.dispatch_lines, analysis.imports,
+        ImportPlan(), target, skipped, analysis.imports,
         analysis.scopes, snippets.file_line, guards.optional_imports,
         frozenset(flow.int_names), frozenset(flow.device_string_lines),
         frozenset(line for f in taken for line in range(f.statement.lineno, f.statement.end_lineno + 1)),
@@ -100,7 +106,7 @@ def run_rules(source: str, target: Target, *, annotate: bool = False, every_rule
     wrapper = MetadataWrapper(tree, unsafe_skip_copy=True)
     changes: list[Change] = [_fallback_taken(f) for f in taken]
     context.imports.fallback_libraries = FALLBACK_LIBRARIES
-    context.imports.fallbacks_taken = tuple(f in taken for f in fallbacks)
+    context.imports.fallbacks_taken = taken_flags
     diagnostics: list[Diagnostic] = []
     for rule_class in rules:
         rule = rule_class(context)
@@ -116,7 +122,7 @@ def run_rules(source: str, target: Target, *, annotate: bool = False, every_rule
     diagnostics = sorted(set(diagnostics), key=lambda d: (d.line, d.col, d.code))
     if annotate and diagnostics:
         tree = wrapper.visit(Annotate(diagnostics, snippets.file_line, analysis.lines))
-    if changes:
+    if changes and _F_STRING.search(source):  # no rule writes an f-string: only the source's own can hold one
         tree = tree.visit(QuotesInsideFStrings())
     code = snippets.splice(tree) if changes or (annotate and diagnostics) else source
     changes.sort(key=lambda c: (c.line, c.col, c.code))

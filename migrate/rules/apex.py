@@ -192,13 +192,10 @@ class Apex(LibraryCalls):
         if per_tensor is UNREAD:
             self.report("PL213", original, f"{_L2NORM}: per_tensor chosen at run time; left as is")
             return node
-        for expression in (node.func, args[0].value):
-            self.converted_read(expression)
         per = "{torch}.stack({torch}._foreach_norm({t})).float()" if per_tensor else "None"
         template = "({torch}.nn.utils.get_total_norm({t}).float().reshape(1), " + per + ")"
-        self.changed("PL124", original, f"multi_tensor_applier({_L2NORM}, ...) -> torch.nn.utils.get_total_norm"
-                                        + (" and torch._foreach_norm" if per_tensor else ""), needs_runtime=False)
-        self.imports.converted_libraries.update(self.LIBRARIES)
+        self.converted("PL124", original, f"multi_tensor_applier({_L2NORM}, ...) -> torch.nn.utils.get_total_norm"
+                                          + (" and torch._foreach_norm" if per_tensor else ""), node.func, args[0].value)
         self.report("PL220", original, f"{_L2NORM}: the overflow buffer `{code_of(args[1].value)}` is no longer set; "
                                        "test torch.isfinite(norm) where the program reads it")
         return self.expression(template, t=tensors)

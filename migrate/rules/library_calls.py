@@ -134,9 +134,7 @@ class LibraryCalls(Rule):
         if isinstance(outcome, Refused):
             self.report(row.report, original_node, f"{name}: {outcome.reason}; left as is")
             return updated_node
-        self.converted_read(original_node.func)
-        self.changed(row.code, original_node, f"{name} -> {outcome.message}", needs_runtime=False)
-        self.imports.converted_libraries.update(self.LIBRARIES)
+        self.converted(row.code, original_node, f"{name} -> {outcome.message}", original_node.func)
         for code, message in outcome.notes:
             self.report(code, original_node, f"{name}: {message}")
         if outcome.whole:
@@ -145,12 +143,15 @@ class LibraryCalls(Rule):
                 *(self.keyword(keyword, value) for keyword, value in outcome.keywords)]
         return updated_node.with_changes(func=self.expression(outcome.template), args=args)
 
-    def converted_read(self, expression: cst.BaseExpression) -> None:
-        """Count the read of a library name that `expression` (a name or attribute chain) starts with as
-        part of a converted call."""
-        head = head_name(expression)
-        if head is not None:
-            self.reads.setdefault(head, [0, 0])[1] += 1
+    def converted(self, code: str, node: cst.CSTNode, message: str, *reads: cst.BaseExpression) -> None:
+        """Record a conversion of `node`, whose library names `reads` it no longer reads: the import goes with
+        the last of them."""
+        for expression in reads:  # a name or attribute chain: the library name it starts with
+            head = head_name(expression)
+            if head is not None:
+                self.reads.setdefault(head, [0, 0])[1] += 1
+        self.changed(code, node, message, needs_runtime=False)
+        self.imports.converted_libraries.update(self.LIBRARIES)
 
     def row_for(self, call: cst.Call) -> Row | None:
         if self.excluded(call):

@@ -105,12 +105,12 @@ class Liger(LibraryCalls):
         if len(original_node.body) != 1 or not isinstance(original_node.body[0], cst.Expr):
             return updated_node
         call = original_node.body[0].value
-        if not isinstance(call, cst.Call) or self.excluded(call) or self._patch(call) is None:
+        if not isinstance(call, cst.Call) or self.excluded(call):
             return updated_node
         name = self._patch(call)
-        self.converted_read(call.func)
-        self.changed("PL127", call, f"{name}(...) dropped", needs_runtime=False)
-        self.imports.converted_libraries.update(self.LIBRARIES)
+        if name is None:
+            return updated_node
+        self.converted("PL127", call, f"{name}(...) dropped", call.func)
         self.report("PL217", call, f"{name}: liger's Triton kernels need a Triton backend; the model keeps "
                                    "its stock torch layers")
         return updated_node.with_changes(body=[cst.Pass()],
