@@ -18,9 +18,6 @@ from portlayer.selection import Selection, select
 
 _selection: Selection | None = None
 
-# DDP models a script never freed: their reducers (and process groups) go before the interpreter finalises.
-atexit.register(reducers.release)
-
 
 def _mirrored(backend: Backend, module) -> dict[str, Any]:
     api = {}
@@ -133,7 +130,13 @@ def build(selection: Selection) -> dict[str, Any]:
 def activate(name: str | None = None) -> Backend:
     """Select a backend (`name`, else `PORTLAYER_BACKEND`, else probing) and bind portlayer's API to it."""
     global _selection
-    selection = select(name)
+    selection = select(name)  # imports torch
+    if _selection is None:
+        # DDP models a script never freed: their reducers (and process groups) go before the interpreter
+        # finalises. Registered after torch's own exit hook (which its C++ registers on import), so it runs
+        # first: a reducer freed after that hook aborts a gloo rank now and then (1 run in 5 of pytorch/
+        # examples' ddp/example.py, tests/run_after_migrate/torch_target_exit).
+        atexit.register(reducers.release)
     namespace = vars(sys.modules["portlayer"])
     # Re-activating the backend already bound keeps its functions: `portlayer.torch.cuda` and names taken
     # with `from portlayer import x` stay the very objects `portlayer.*` holds.
