@@ -12,9 +12,11 @@ Two sources, each exact where it can be:
   allocates is affine in their number. A model of 2 layers or fewer is stepped whole. tests check the
   scaled answer against a whole step of a 4-layer model.
 
-The fake step runs one unsharded rank (the batch is per rank under every strategy); the strategy then takes
-its share: the gradients at the peak are divided by N where the strategy shards them (ZeRO-3 holds its
-whole gradient partition from the start), the optimizer's temporaries where it shards the optimizer state.
+The fake step runs one unsharded rank (the batch is per rank under every strategy), with the engine's own
+gradient handling where it moves the peak: DDP itself, or DeepSpeed's ZeRO-1/2 bucket, allocated at the
+first gradient and, at stage 2, holding the gradients (`fake_step.ZeroGradients`). The strategy then takes
+its share: the gradients at the peak are divided by N where FSDP2 shards them (ZeRO-3 holds its whole
+gradient partition from the start), the optimizer's temporaries where it shards the optimizer state.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from portlayer.preflight import sharding
-from portlayer.preflight.fake_step import FakeStep, Memory, run_fake_step
+from portlayer.preflight.fake_step import FakeStep, Memory, ZeroGradients, run_fake_step
 from portlayer.preflight.model_source import ModelSource, Training
 from portlayer.preflight.recording import Recording
 
@@ -83,11 +85,24 @@ def count_parameters(source: ModelSource, training: Training) -> sharding.Parame
     )
 
 
+def zero_gradients(count: sharding.ParameterCount, training: Training) -> ZeroGradients | None:
+    """DeepSpeed's ZeRO-1/2 gradient handling for the fake step, with the full-size model's bucket; None for
+    the other strategies (ZeRO-3 partitions its gradients up front: `sharding.gradients_at_peak`)."""
+    from portlayer.strategies import get_strategy
+    from portlayer.strategies.zero import bucket_elements  # the trainer's own sizing
+
+    strategy = get_strategy(training.strategy)
+    if strategy.engine != "deepspeed" or strategy.shards_parameters:
+        return None
+    return ZeroGradients(bucket_elements(count.total), strategy.shards_gradients, training.nproc)
+
+
 def fake_step(source: ModelSource, training: Training, layers: int,
-              progress: Callable[[str], None] | None = None) -> FakeStep:
+              progress: Callable[[str], None] | None = None, zero: ZeroGradients | None = None) -> FakeStep:
     """One unsharded rank's step of the model cut to `layers` layers, with fake tensors; under DDP wrapped in
     DDP, so that its ops are recorded as a rank dispatches them (the bucket copies; the buckets' bytes are
-    left out of the fake step's figures here, `sharding` counts them)."""
+    left out of the fake step's figures here, `sharding` counts them); under ZeRO-1/2 with `zero`, DeepSpeed's
+    bucket at full size (the prediction takes it from the step's peak)."""
     import torch
 
     def make_optimizer(model):
@@ -97,7 +112,7 @@ def fake_step(source: ModelSource, training: Training, layers: int,
 
     return run_fake_step(lambda: source.build(training, layers), source.batch, make_optimizer=make_optimizer,
                          clip_grad_norm=source.max_grad_norm, precision=training.precision,
-                         ddp=training.strategy == "ddp", progress=progress)
+                         ddp=training.strategy == "ddp", zero=zero, progress=progress)
 
 
 def _scaled(one: Memory, two: Memory, layers: int, field: str) -> int:
@@ -120,9 +135,15 @@ def predict(source: ModelSource, training: Training, progress: Callable[[str], N
     count = count_parameters(source, training)
     full = source.layers
     runs = [full] if full <= 2 else [1, 2]
-    steps = [fake_step(source, training, layers, progress) for layers in runs]
+    zero = zero_gradients(count, training)
+    steps = [fake_step(source, training, layers, progress, zero) for layers in runs]
     states = sharding.model_states(count, strategy, training.nproc, training.precision)
-    communication = sharding.communication(count, strategy, training.precision)
+    if zero is not None:
+        # The bucket is there at the training peak if the peak follows the first gradient (the step of the
+        # most layers says; the bucket is the same size in each); DeepSpeed frees it at the backward's end.
+        communication = steps[-1].training.buckets
+    else:
+        communication = sharding.communication(count, strategy, training.precision)
 
     def at(phase: str, field: str) -> int:
         return _at(steps, full, phase, field)
@@ -144,7 +165,7 @@ def predict(source: ModelSource, training: Training, progress: Callable[[str], N
             gradients=states.gradients,
             optimizer_state=states.optimizer_state,
             activations=round(at("optimizing", "activations") * optimizer_share),
-            communication=communication,
+            communication=0 if zero is not None else communication,
             buffers=at("optimizing", "buffers"),
             phase="optimizer",
         )

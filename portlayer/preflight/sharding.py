@@ -12,6 +12,8 @@ the trainer configures (`portlayer.strategies.zero.deepspeed_config`) or the eng
 - ddp: one flat copy of the gradients, DistributedDataParallel's buckets (`gradient_as_bucket_view=False`).
 - zero1, zero2: DeepSpeed's contiguous gradient bucket, allocated whole in the gradients' dtype:
   `reduce_bucket_size` as the trainer sets it, DeepSpeed's 5e8 elements or the model's size when smaller.
+  It exists from the first gradient to the backward's end, and at stage 2 holds the gradients: the fake
+  step plays that (`fake_step.ZeroGradients`), and the prediction takes the bucket from its peak.
 - zero3: the same bucket, plus the parameters gathered for compute, which DeepSpeed releases only beyond
   `stage3_max_live_parameters` 1e9: the whole model below that, 1e9 parameters above.
 - fsdp2 (`fully_shard` per decoder layer, then the model): the root's parameters (embeddings, final norm,
@@ -81,11 +83,12 @@ def adam_bytes(strategy: Strategy, precision: str) -> int:
 
 
 def gradients_at_peak(strategy: Strategy, nproc: int, states: ModelStates, alive: int) -> int:
-    """Gradient bytes a rank holds at the backward's peak, where an unsharded rank would hold `alive`: its
-    share of those (1/N where the strategy shards gradients); but DeepSpeed's ZeRO-3 allocates its whole
-    flat gradient partition up front (stage3.py, `grad_partitions_flat_buffer`)."""
-    if strategy.engine == "deepspeed" and strategy.shards_parameters:
-        return states.gradients
+    """Gradient bytes a rank holds at the backward's peak, where the fake step's rank held `alive`: its
+    share of those (1/N where FSDP2 shards gradients); but DeepSpeed's ZeRO-3 allocates its whole flat
+    gradient partition up front (stage3.py, `grad_partitions_flat_buffer`), and the fake step played ZeRO-1/2
+    itself (`alive` is what DeepSpeed holds)."""
+    if strategy.engine == "deepspeed":
+        return states.gradients if strategy.shards_parameters else alive
     return round(alive / nproc) if strategy.shards_gradients else alive
 
 
@@ -100,9 +103,7 @@ def communication(count: ParameterCount, strategy: Strategy, precision: str) -> 
         bucket_elements,  # the trainer's own sizing (loads its strategy code)
     )
 
-    bucket = bucket_elements(count.total) * weight
-    if strategy.shards_parameters:
-        # Gathered parameters are released only beyond max_live_parameters (and the prefetch): a model
-        # smaller than that stays gathered whole; a larger one holds that many.
-        return bucket + min(count.total, MAX_LIVE_PARAMETERS) * weight
-    return bucket
+    assert strategy.shards_parameters, "ZeRO-1/2's bucket is the fake step's to count (fake_step.ZeroGradients)"
+    # ZeRO-3: its bucket, and the gathered parameters, released only beyond max_live_parameters (and the
+    # prefetch): a model smaller than that stays gathered whole; a larger one holds that many.
+    return (bucket_elements(count.total) + min(count.total, MAX_LIVE_PARAMETERS)) * weight

@@ -16,6 +16,8 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/detail/PrivateUse1HooksInterface.h>
 #include <ATen/native/Resize.h>
+#include <ATen/native/transformers/attention.h>
+#include <ATen/ops/_fused_sdp_choice_native.h>
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/as_strided_native.h>
 #include <ATen/ops/set_native.h>
@@ -347,6 +349,29 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> fused_lstm_cell_backward(
   return {grad_gates, d_cy * f, grad_bias};
 }
 
+// Fused attention: torch asks a PrivateUse1 backend which SDPA kernel to run (`_fused_sdp_choice_stub`) and
+// runs the unfused math one when it has no answer. torch_npu answers with its fused kernel; the stand-in
+// answers what the cpu would (its flash kernel, whose forward and backward then run through the fallback),
+// so that attention holds on the device what a fused kernel holds, not the math path's scores.
+int64_t fused_sdp_choice(const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
+                         const std::optional<at::Tensor>& attn_mask, double dropout_p, bool is_causal,
+                         std::optional<double> scale, bool enable_gqa) {
+  std::optional<at::Tensor> mask;
+  if (attn_mask && attn_mask->defined()) mask = host_view(*attn_mask);
+  // The cpu's own function, not the op: a dispatched op would show in a recording of the step as one call
+  // more than the cpu makes.
+  return at::native::_fused_sdp_choice_cpp(host_view(query), host_view(key), host_view(value), mask, dropout_p,
+                                           is_causal, scale, enable_gqa);
+}
+
+}  // namespace
+
+namespace at::native {
+REGISTER_PRIVATEUSE1_DISPATCH(_fused_sdp_choice_stub, &fused_sdp_choice)
+}  // namespace at::native
+
+namespace {
+
 // ---- the boxed fallback: every other operator runs its cpu kernel over the same memory ----
 
 struct DeviceArgs {
@@ -565,6 +590,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_thnn_fused_lstm_cell", TORCH_FN(fused_lstm_cell));
   m.impl("_thnn_fused_lstm_cell_backward_impl", TORCH_FN(fused_lstm_cell_backward));
   m.impl("_has_compatible_shallow_copy_type", TORCH_FN(has_compatible_shallow_copy_type));
+  // Kernels torch_npu has where aten falls back to a decomposition for a device without them (SiLU's and
+  // Mish's backward: five temporaries instead of one result); the cpu's kernels, through the fallback.
+  m.impl("silu_backward", torch::CppFunction::makeFromBoxedFunction<&fallback>());
+  m.impl("mish_backward", torch::CppFunction::makeFromBoxedFunction<&fallback>());
 }
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
