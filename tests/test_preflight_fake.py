@@ -53,7 +53,7 @@ def test_memory_of_a_known_model_by_hand():
     weights = 2 * (1000 * 1000 + 1000) * 4  # two 1000x1000 weights and their biases, float32
     assert memory.parameters == weights
     assert memory.optimizer_state == 2 * weights + 4 * 4  # exp_avg, exp_avg_sq; a float32 step per tensor
-    assert memory.buckets == weights  # DDP's default: flat buckets beside the gradients
+    assert memory.communication == weights  # DDP's default: flat buckets beside the gradients
     # The peak is the optimizer step: the gradients are all there, the activations are freed, and foreach
     # AdamW holds one temporary the size of the weights (the square root of exp_avg_sq) and the 4-byte
     # products of its step-size scalars... with the batch (2 x 100 x 1000 float32) still held.

@@ -63,20 +63,24 @@ TINY_LLAMA = {
 @pytest.mark.parametrize("training", [
     Training(precision="fp32"),
     Training(precision="bf16", strategy="zero3", nproc=2, lora_r=4, gradient_checkpointing=True),
+    Training(precision="fp32", strategy="zero2", nproc=2),  # DeepSpeed's bucket played
+    Training(precision="bf16", strategy="fsdp2", nproc=2, gradient_checkpointing=True),  # FSDP2's gathers played
 ])  # fmt: skip
 def test_the_step_scaled_from_one_and_two_layers_is_the_whole_step(tmp_path, training):
     path = tmp_path / "config.json"
     path.write_text(json.dumps(TINY_LLAMA))
     source = from_config_file(path, batch_size=2, seq_len=32, overrides={})
-    one, two, whole = (per_rank.fake_step(source, training, layers) for layers in (1, 2, 4))
+    engine = per_rank.played_engine(per_rank.count_parameters(source, training), training)
+    first = engine.steady_from_layers if engine is not None else 1
+    one, two, whole = (per_rank.fake_step(source, training, layers, engine=engine) for layers in (first, first + 1, 4))
     for phase in ("training", "optimizing"):
         if getattr(whole, phase) is None:  # the optimizer step peaks below the backward's end
             assert getattr(one, phase) is getattr(two, phase) is None
             continue
-        for field in ("activations", "gradients", "buffers"):
-            scaled = per_rank._scaled(getattr(one, phase), getattr(two, phase), 4, field)
+        for field in ("activations", "gradients", "buffers", "communication"):
+            scaled = per_rank._scaled(getattr(one, phase), getattr(two, phase), 4, field, first)
             assert scaled == pytest.approx(getattr(getattr(whole, phase), field), rel=0.01), (phase, field)
     # The parameters are counted whole on the meta device: exact, whatever the scaling.
     prediction = per_rank.predict(source, training)
-    assert prediction.layers_run == 2
+    assert prediction.layers_run == first + 1
     assert prediction.count.total * sharding.WEIGHT_BYTES[training.precision] == whole.training.parameters

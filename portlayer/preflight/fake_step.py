@@ -4,7 +4,7 @@ The model is built under torch's `FakeTensorMode`: every parameter, activation a
 (shape, dtype and device, no storage), so mixtral-8x7B's 47B parameters cost nothing and each op costs only
 its shape function. The step is the trainer's: forward (under autocast for bf16/fp16), backward, gradient
 clipping, AdamW, zero_grad, and, per rank, DistributedDataParallel with its gradient buckets, over a fake
-process group whose collectives do nothing, or DeepSpeed's ZeRO-1/2 handling of gradients (`ZeroGradients`).
+process group whose collectives do nothing, or a sharding engine's buffers played (`engines`).
 
 Three modes watch it, innermost first:
 - `ShadowValues` keeps the real values of the batch and of the small integer tensors computed from it, for
@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
+from portlayer.preflight.engines import BUFFERS, GRADIENTS, FsdpGathers, Ledger, ZeroGradients
 from portlayer.preflight.recording import Recorder, Recording
 from portlayer.preflight.shadow import ShadowValues, values_known_to_libraries
 
@@ -39,24 +40,24 @@ class Memory:
     gradients: int
     optimizer_state: int
     activations: int  # tensors saved for the backward and temporaries (the optimizer's too) alive at the peak
-    buckets: int  # the engine's gradient buckets alive at the peak: DDP's, DeepSpeed's (0 without either)
+    communication: int  # the engine's buffers alive at the peak: DDP's buckets, a played engine's (`engines`)
     buffers: int
     phase: str  # where the peak falls: "forward", "backward" or "optimizer"
 
     @property
     def total(self) -> int:
-        return (self.parameters + self.gradients + self.optimizer_state + self.activations + self.buckets
-                + self.buffers)
+        return (self.parameters + self.gradients + self.optimizer_state + self.activations
+                + self.communication + self.buffers)
 
     def parts(self) -> dict[str, int]:
         return {"parameters": self.parameters, "gradients": self.gradients,
                 "optimizer state": self.optimizer_state, "activations, temps": self.activations,
-                "gradient buckets": self.buckets, "buffers": self.buffers}
+                "communication": self.communication, "buffers": self.buffers}
 
     def as_dict(self) -> dict:
         return {"parameters": self.parameters, "gradients": self.gradients,
                 "optimizer_state": self.optimizer_state, "activations": self.activations,
-                "buckets": self.buckets, "buffers": self.buffers, "total": self.total, "phase": self.phase}
+                "communication": self.communication, "buffers": self.buffers, "total": self.total, "phase": self.phase}
 
 
 @dataclass(frozen=True)
@@ -65,54 +66,6 @@ class FakeStep:
     memory: Memory | None  # the steady state's peak: the larger of the two below
     training: Memory | None = None  # the peak of the forward and backward
     optimizing: Memory | None = None  # the peak of the optimizer step, when it is above the backward's end
-
-
-@dataclass(frozen=True)
-class ZeroGradients:
-    """What DeepSpeed's ZeRO-1/2 engine does with gradients in the backward (stage_1_and_2.py), played on
-    the fake step: at the first gradient it allocates its reduce bucket of `bucket_elements`, in the
-    gradients' dtype (`setup_buckets`), held to the backward's end. At stage 2 (`partition_gradients`) each
-    gradient is copied into the bucket and its own memory freed (`reduce_independent_p_g_buckets_and_remove_
-    grads`); a full bucket is reduced and starts over, and the rank's gradients go to its flat partition,
-    1/`world_size` of them, allocated at the first reduction (`copy_grads_in_partition`). At stage 1 the
-    gradients stay where autograd put them. A gradient larger than the bucket bypasses it, as DeepSpeed's
-    `extra_large_param_to_reduce`."""
-
-    bucket_elements: int
-    partition_gradients: bool
-    world_size: int
-
-
-class _ZeroEngine:
-    def __init__(self, zero: ZeroGradients, parameters: list[torch.nn.Parameter], tracker) -> None:
-        self.zero, self.tracker = zero, tracker
-        self.trainable = sum(p.numel() for p in parameters)
-        self.bucket: torch.Tensor | None = None
-        self.partition: torch.Tensor | None = None
-        self.filled = 0
-        for parameter in parameters:
-            parameter.register_post_accumulate_grad_hook(self.gradient_ready)
-
-    def _allocate(self, elements: int, dtype: torch.dtype, holds: str) -> torch.Tensor:
-        if self.tracker is not None:  # before the allocation, which may be the peak the tracker records
-            self.tracker.engine_bytes[holds] += elements * dtype.itemsize
-        return torch.empty(elements, dtype=dtype)
-
-    def gradient_ready(self, parameter: torch.nn.Parameter) -> None:
-        grad, size = parameter.grad, self.zero.bucket_elements
-        if self.bucket is None:
-            self.bucket = self._allocate(size, grad.dtype, "Engine buckets")
-        if not self.zero.partition_gradients or grad.numel() > size:
-            return
-        if self.filled + grad.numel() > size:
-            if self.partition is None:
-                elements = -(-self.trainable // self.zero.world_size)
-                self.partition = self._allocate(elements, grad.dtype, "Engine gradients")
-            self.filled = 0
-        view = self.bucket.narrow(0, self.filled, grad.numel())
-        view.copy_(grad.view(-1))
-        parameter.grad = view.view_as(grad)
-        self.filled += grad.numel()
 
 
 class _NoHook:
@@ -129,19 +82,17 @@ def _peak_tracker(model: torch.nn.Module):
     from torch.distributed._tools.mem_tracker import _TOTAL_KEY, MemTracker
 
     class PeakTracker(MemTracker):
-        # What the simulated engine's buffers (`_ZeroEngine`) hold now and at the peak, within MemTracker's
-        # categories (it files them as activations or temporaries).
-        engine_bytes = {"Engine buckets": 0, "Engine gradients": 0}
-        engine_bytes_at_peak = dict(engine_bytes)
+        ledger: Ledger  # a played engine's buffers, within MemTracker's categories
 
         def _update_peak_stats(self, peak_state) -> None:
             for device, snapshot in self._curr_mem_snap.items():
                 if self._peak_mem.get(device, 0) < snapshot[_TOTAL_KEY]:
                     self._peak_mem[device] = snapshot[_TOTAL_KEY]
                     self._peak_mem_snap[device] = dict(snapshot)
-                    self.engine_bytes_at_peak = dict(self.engine_bytes)
+                    self.ledger.peak_recorded()
 
     tracker = PeakTracker()
+    tracker.ledger = Ledger()
     for parameter in model.parameters():
         if not parameter.requires_grad:
             tracker._param_to_grad_hook_handles[parameter] = (_NoHook, _NoHook)
@@ -159,9 +110,9 @@ def _snapshot(tracker) -> dict[str, int]:
 
 
 def _peak_so_far(tracker) -> dict[str, int]:
-    """The peak's snapshot, and what of it the simulated engine's buckets and gradient partition hold
-    ("Engine buckets", "Engine gradients"); empty when memory is not measured."""
-    return {} if tracker is None else {**_snapshot(tracker), **tracker.engine_bytes_at_peak}
+    """The peak's snapshot, and what of it a played engine's buffers hold (`engines.BUFFERS`, `GRADIENTS`);
+    empty when memory is not measured."""
+    return {} if tracker is None else {**_snapshot(tracker), **tracker.ledger.at_peak}
 
 
 def _current_total(tracker) -> int:
@@ -169,17 +120,17 @@ def _current_total(tracker) -> int:
 
 
 def _memory(at_peak: dict[str, int], phase: str, optimizer_state: int, ddp_buckets: int) -> Memory:
-    # MemTracker counts DDP's buckets (allocated in the constructor, outside any backward) and the simulated
-    # engine's (allocated in a gradient hook) as activations or temporaries.
-    buckets = ddp_buckets + at_peak.get("Engine buckets", 0)
-    engine_gradients = at_peak.get("Engine gradients", 0)
+    # MemTracker counts DDP's buckets (allocated in the constructor, outside any backward) and a played
+    # engine's buffers as activations or temporaries.
+    communication = ddp_buckets + at_peak.get(BUFFERS, 0)
+    engine_gradients = at_peak.get(GRADIENTS, 0)
     return Memory(
         parameters=at_peak.get("Parameter", 0),
         gradients=at_peak.get("Gradient", 0) + engine_gradients,
         optimizer_state=optimizer_state,
         activations=max(at_peak.get("Activation", 0) + at_peak.get("Temp", 0) + at_peak.get("Other", 0)
-                        - buckets - engine_gradients, 0),
-        buckets=buckets,
+                        - communication - engine_gradients, 0),
+        communication=communication,
         buffers=at_peak.get("Buffer", 0),
         phase=phase,
     )
@@ -218,7 +169,7 @@ def _wrap_ddp(model: torch.nn.Module) -> torch.nn.Module:
 def run_fake_step(build_model: Callable[[], torch.nn.Module], batch: Mapping[str, torch.Tensor], *,
                   make_optimizer: Callable[[torch.nn.Module], torch.optim.Optimizer],
                   clip_grad_norm: float | None = 1.0, precision: str = "fp32", ddp: bool = False,
-                  zero: ZeroGradients | None = None, measure_memory: bool = True,
+                  engine: ZeroGradients | FsdpGathers | None = None, measure_memory: bool = True,
                   progress: Callable[[str], None] | None = None) -> FakeStep:
     """Build the model with fake tensors and run one training step on `batch` (real tensors: their values
     are kept), recording its ops and, if `measure_memory`, the memory a rank would hold at its peak.
@@ -250,17 +201,17 @@ def run_fake_step(build_model: Callable[[], torch.nn.Module], batch: Mapping[str
             ddp_buckets = _current_total(tracker) - before if tracker is not None else 0
         else:
             runner, ddp_buckets = model, 0
-        if zero is not None:
-            _ZeroEngine(zero, [p for p in model.parameters() if p.requires_grad], tracker)
         recorder = stack.enter_context(Recorder(model))
-        progress("forward")
-        autocast = AUTOCAST[precision]
-        with torch.autocast("cpu", dtype=autocast) if autocast is not None else contextlib.nullcontext():
-            loss = runner(**inputs).loss
-        after_forward = _peak_so_far(tracker)
-        progress("backward")
-        recorder.phase("backward")
-        loss.backward()
+        ledger = tracker.ledger if tracker is not None else Ledger()
+        with engine.playing(model, ledger) if engine is not None else contextlib.nullcontext():
+            progress("forward")
+            autocast = AUTOCAST[precision]
+            with torch.autocast("cpu", dtype=autocast) if autocast is not None else contextlib.nullcontext():
+                loss = runner(**inputs).loss
+            after_forward = _peak_so_far(tracker)
+            progress("backward")
+            recorder.phase("backward")
+            loss.backward()
         after_backward = _peak_so_far(tracker)
         progress("optimizer")
         if clip_grad_norm is not None:

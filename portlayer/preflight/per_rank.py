@@ -4,19 +4,20 @@
     prediction.memory.total, prediction.memory.parts()
 
 Two sources, each exact where it can be:
-- the model states (weights, gradients, Adam state) and the strategy's communication buffers are counted
-  from the parameters of the full-size model, built on the meta device (`sharding`);
+- the model states (weights, gradients, Adam state) and DDP's and ZeRO-3's communication buffers are
+  counted from the parameters of the full-size model, built on the meta device (`sharding`);
 - what a step adds on top (activations, the gradients alive at the backward's peak, the optimizer's
-  temporaries, buffers) is measured by a fake step (`fake_step`) of the model cut to 1 and to 2 decoder
-  layers, and scaled to all of them: the layers of a transformer are identical, so everything the step
-  allocates is affine in their number. A model of 2 layers or fewer is stepped whole. tests check the
-  scaled answer against a whole step of a 4-layer model.
+  temporaries, buffers, a played engine's buffers) is measured by a fake step (`fake_step`) of the model
+  cut to 1 and to 2 decoder layers (2 and 3 under FSDP2, whose pattern needs a block before the last), and
+  scaled to all of them: the layers of a transformer are identical, so everything the step allocates is
+  affine in their number. A model of no more layers than that is stepped whole. tests check the scaled
+  answer against a whole step of a 4-layer model.
 
-The fake step runs one unsharded rank (the batch is per rank under every strategy), with the engine's own
-gradient handling where it moves the peak: DDP itself, or DeepSpeed's ZeRO-1/2 bucket, allocated at the
-first gradient and, at stage 2, holding the gradients (`fake_step.ZeroGradients`). The strategy then takes
-its share: the gradients at the peak are divided by N where FSDP2 shards them (ZeRO-3 holds its whole
-gradient partition from the start), the optimizer's temporaries where it shards the optimizer state.
+The fake step runs one unsharded rank (the batch is per rank under every strategy), with the engine's
+buffers where their timing moves the peak: DDP itself, or a play of DeepSpeed's ZeRO-1/2 bucket (allocated
+at the first gradient and, at stage 2, holding the gradients) or of FSDP2's gathered parameters
+(`engines`). The strategy then takes its share of the optimizer's temporaries where it shards the
+optimizer state; ZeRO-3 holds its whole gradient partition from the start.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from portlayer.preflight import sharding
-from portlayer.preflight.fake_step import FakeStep, Memory, ZeroGradients, run_fake_step
+from portlayer.preflight.engines import FsdpGathers, ZeroGradients
+from portlayer.preflight.fake_step import FakeStep, Memory, run_fake_step
 from portlayer.preflight.model_source import ModelSource, Training
 from portlayer.preflight.recording import Recording
 
@@ -81,28 +83,36 @@ def count_parameters(source: ModelSource, training: Training) -> sharding.Parame
         total=numel(model.parameters()),
         trainable=numel(model.parameters(), True),
         largest_layer=max((numel(layer.parameters()) for layer in layers), default=0),
-        outside_layers=numel(model.parameters()) - sum(numel(layer.parameters()) for layer in layers),
     )
 
 
-def zero_gradients(count: sharding.ParameterCount, training: Training) -> ZeroGradients | None:
-    """DeepSpeed's ZeRO-1/2 gradient handling for the fake step, with the full-size model's bucket; None for
-    the other strategies (ZeRO-3 partitions its gradients up front: `sharding.gradients_at_peak`)."""
+Engine = ZeroGradients | FsdpGathers
+
+
+def played_engine(count: sharding.ParameterCount, training: Training) -> Engine | None:
+    """The engine whose buffers the fake step plays: DeepSpeed's ZeRO-1/2 with the full-size model's bucket
+    (the trainer's own sizing), or FSDP2 over the trainer's blocks. None for ddp (DDP itself runs) and ZeRO-3
+    (its partitions are allocated up front: `sharding`)."""
     from portlayer.strategies import get_strategy
-    from portlayer.strategies.zero import bucket_elements  # the trainer's own sizing
 
     strategy = get_strategy(training.strategy)
+    if strategy.engine == "fsdp2":
+        from portlayer.strategies.fsdp2 import blocks
+
+        return FsdpGathers(blocks, training.nproc)
     if strategy.engine != "deepspeed" or strategy.shards_parameters:
         return None
+    from portlayer.strategies.zero import bucket_elements
+
     return ZeroGradients(bucket_elements(count.total), strategy.shards_gradients, training.nproc)
 
 
 def fake_step(source: ModelSource, training: Training, layers: int,
-              progress: Callable[[str], None] | None = None, zero: ZeroGradients | None = None) -> FakeStep:
+              progress: Callable[[str], None] | None = None, engine: Engine | None = None) -> FakeStep:
     """One unsharded rank's step of the model cut to `layers` layers, with fake tensors; under DDP wrapped in
     DDP, so that its ops are recorded as a rank dispatches them (the bucket copies; the buckets' bytes are
-    left out of the fake step's figures here, `sharding` counts them); under ZeRO-1/2 with `zero`, DeepSpeed's
-    bucket at full size (the prediction takes it from the step's peak)."""
+    left out of the fake step's figures here, `sharding` counts them); with `engine`, its buffers played (the
+    prediction takes them from the step's peak)."""
     import torch
 
     def make_optimizer(model):
@@ -112,20 +122,21 @@ def fake_step(source: ModelSource, training: Training, layers: int,
 
     return run_fake_step(lambda: source.build(training, layers), source.batch, make_optimizer=make_optimizer,
                          clip_grad_norm=source.max_grad_norm, precision=training.precision,
-                         ddp=training.strategy == "ddp", zero=zero, progress=progress)
+                         ddp=training.strategy == "ddp", engine=engine, progress=progress)
 
 
-def _scaled(one: Memory, two: Memory, layers: int, field: str) -> int:
-    """`field` at `layers` layers from its value at 1 and 2: affine in the number of identical layers."""
-    first, second = getattr(one, field), getattr(two, field)
-    return max(first + (layers - 1) * (second - first), 0)
+def _scaled(one: Memory, two: Memory, layers: int, field: str, first: int = 1) -> int:
+    """`field` at `layers` layers from its value at `first` and `first + 1`: affine in the number of
+    identical layers."""
+    at_first, at_next = getattr(one, field), getattr(two, field)
+    return max(at_first + (layers - first) * (at_next - at_first), 0)
 
 
-def _at(steps: list[FakeStep], layers: int, phase: str, field: str) -> int:
+def _at(steps: list[FakeStep], runs: list[int], layers: int, phase: str, field: str) -> int:
     peaks = [getattr(step, phase) for step in steps]
     if any(peak is None for peak in peaks):
         return 0
-    return getattr(peaks[0], field) if len(peaks) == 1 else _scaled(*peaks, layers, field)
+    return getattr(peaks[0], field) if len(peaks) == 1 else _scaled(*peaks, layers, field, runs[0])
 
 
 def predict(source: ModelSource, training: Training, progress: Callable[[str], None] | None = None) -> Prediction:
@@ -134,23 +145,24 @@ def predict(source: ModelSource, training: Training, progress: Callable[[str], N
     strategy = get_strategy(training.strategy)
     count = count_parameters(source, training)
     full = source.layers
-    runs = [full] if full <= 2 else [1, 2]
-    zero = zero_gradients(count, training)
-    steps = [fake_step(source, training, layers, progress, zero) for layers in runs]
+    engine = played_engine(count, training)
+    first = engine.steady_from_layers if engine is not None else 1
+    runs = [full] if full <= first + 1 else [first, first + 1]
+    steps = [fake_step(source, training, layers, progress, engine) for layers in runs]
     states = sharding.model_states(count, strategy, training.nproc, training.precision)
-    if zero is not None:
-        # The bucket is there at the training peak if the peak follows the first gradient (the step of the
-        # most layers says; the bucket is the same size in each); DeepSpeed frees it at the backward's end.
-        communication = steps[-1].training.buckets
+    if engine is not None:
+        # What the played buffers held at the training peak (the step of the most layers says: the bucket and
+        # a block's gathered parameters are the same size in each).
+        communication = steps[-1].training.communication
     else:
         communication = sharding.communication(count, strategy, training.precision)
 
     def at(phase: str, field: str) -> int:
-        return _at(steps, full, phase, field)
+        return _at(steps, runs, full, phase, field)
 
     training_peak = RankMemory(
         parameters=states.parameters,
-        gradients=sharding.gradients_at_peak(strategy, training.nproc, states, at("training", "gradients")),
+        gradients=sharding.gradients_at_peak(strategy, states, at("training", "gradients")),
         optimizer_state=states.optimizer_state,
         activations=at("training", "activations"),
         communication=communication,
@@ -165,7 +177,8 @@ def predict(source: ModelSource, training: Training, progress: Callable[[str], N
             gradients=states.gradients,
             optimizer_state=states.optimizer_state,
             activations=round(at("optimizing", "activations") * optimizer_share),
-            communication=0 if zero is not None else communication,
+            # A played engine has freed its buffers by then (DeepSpeed's backward epilogue, FSDP2's reshard).
+            communication=communication if engine is None else steps[-1].optimizing.communication,
             buffers=at("optimizing", "buffers"),
             phase="optimizer",
         )

@@ -10,17 +10,13 @@ their weights only, sharded where the weights are.
 What shards what comes from `portlayer.strategies`, the table the trainer applies; the buffer sizes are what
 the trainer configures (`portlayer.strategies.zero.deepspeed_config`) or the engines' defaults:
 - ddp: one flat copy of the gradients, DistributedDataParallel's buckets (`gradient_as_bucket_view=False`).
-- zero1, zero2: DeepSpeed's contiguous gradient bucket, allocated whole in the gradients' dtype:
-  `reduce_bucket_size` as the trainer sets it, DeepSpeed's 5e8 elements or the model's size when smaller.
-  It exists from the first gradient to the backward's end, and at stage 2 holds the gradients: the fake
-  step plays that (`fake_step.ZeroGradients`), and the prediction takes the bucket from its peak.
-- zero3: the same bucket, plus the parameters gathered for compute, which DeepSpeed releases only beyond
-  `stage3_max_live_parameters` 1e9: the whole model below that, 1e9 parameters above.
-- fsdp2 (`fully_shard` per decoder layer, then the model): the root's parameters (embeddings, final norm,
-  head), which the root keeps unsharded from its forward to the end of the backward, and the unsharded
-  parameters of the layer computed and of the one prefetched. Not counted: one layer's unsharded gradients
-  before their reduce-scatter, which live after the peak of a decoder model (the backward's start, where
-  the logits' gradient is).
+- zero3: DeepSpeed's contiguous bucket, allocated whole in the gradients' dtype (`reduce_bucket_size` as the
+  trainer sets it: DeepSpeed's 5e8 elements or the model's size when smaller), plus the parameters gathered
+  for compute, which DeepSpeed releases only beyond `stage3_max_live_parameters` 1e9: the whole model below
+  that, 1e9 parameters above.
+- zero1, zero2 and fsdp2: their buffers exist only part of the step (the bucket from the first gradient on,
+  a block's gathered parameters while it computes); the fake step plays them (`engines`) and the
+  prediction takes what they hold at its peak.
 (DeepSpeed's default: deepspeed/runtime/zero/config.py, `max_live_parameters`.)
 DeepSpeed also keeps an fp32 copy of each rank's partition whatever the weights' dtype: its Adam state is
 12 bytes a trainable parameter in fp32 training too.
@@ -48,7 +44,6 @@ class ParameterCount:
     total: int
     trainable: int
     largest_layer: int  # the most parameters one decoder layer holds (what a sharded engine gathers at once)
-    outside_layers: int = 0  # the parameters of no decoder layer: embeddings, the final norm, the head
 
 
 @dataclass(frozen=True)
@@ -82,28 +77,24 @@ def adam_bytes(strategy: Strategy, precision: str) -> int:
     return DEEPSPEED_ADAM_BYTES if strategy.engine == "deepspeed" else ADAM_BYTES[precision]
 
 
-def gradients_at_peak(strategy: Strategy, nproc: int, states: ModelStates, alive: int) -> int:
-    """Gradient bytes a rank holds at the backward's peak, where the fake step's rank held `alive`: its
-    share of those (1/N where FSDP2 shards gradients); but DeepSpeed's ZeRO-3 allocates its whole flat
-    gradient partition up front (stage3.py, `grad_partitions_flat_buffer`), and the fake step played ZeRO-1/2
-    itself (`alive` is what DeepSpeed holds)."""
-    if strategy.engine == "deepspeed":
-        return states.gradients if strategy.shards_parameters else alive
-    return round(alive / nproc) if strategy.shards_gradients else alive
+def gradients_at_peak(strategy: Strategy, states: ModelStates, alive: int) -> int:
+    """Gradient bytes a rank holds at the backward's peak, where the fake step's rank held `alive` (which
+    played DDP, ZeRO-1/2 and FSDP2 themselves); but DeepSpeed's ZeRO-3 allocates its whole flat gradient
+    partition up front (stage3.py, `grad_partitions_flat_buffer`)."""
+    return states.gradients if strategy.engine == "deepspeed" and strategy.shards_parameters else alive
 
 
 def communication(count: ParameterCount, strategy: Strategy, precision: str) -> int:
-    """Bytes per rank of the buffers the strategy's engine allocates to communicate."""
+    """Bytes per rank of the buffers DDP and ZeRO-3 allocate to communicate (the played engines' come
+    from the fake step)."""
     weight = WEIGHT_BYTES[precision]
     if strategy.engine == "ddp":
         return count.trainable * weight
-    if strategy.engine == "fsdp2":
-        return (count.outside_layers + 2 * count.largest_layer) * weight
     from portlayer.strategies.zero import (
         bucket_elements,  # the trainer's own sizing (loads its strategy code)
     )
 
-    assert strategy.shards_parameters, "ZeRO-1/2's bucket is the fake step's to count (fake_step.ZeroGradients)"
+    assert strategy.shards_parameters, "ZeRO-1/2 and FSDP2 are played on the fake step (engines)"
     # ZeRO-3: its bucket, and the gathered parameters, released only beyond max_live_parameters (and the
     # prefetch): a model smaller than that stays gathered whole; a larger one holds that many.
     return (bucket_elements(count.total) + min(count.total, MAX_LIVE_PARAMETERS)) * weight

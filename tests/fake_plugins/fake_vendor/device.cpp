@@ -7,7 +7,9 @@
 // storage, a device guard (current device, streams, events), per-device default generators, pinned host
 // memory, and hooks. Everything else reaches the cpu kernels: device tensors are handed over as cpu
 // tensors over the same memory (no copy), results come back on the device, in-place results as the very
-// tensors that were passed in, views as views of the device storage.
+// tensors that were passed in, views as views of the device storage. Where aten would decompose an op for
+// a device that lacks its kernel and torch_npu has the kernel (the fused LSTM cell, SiLU's backward, fused
+// attention), the stand-in has it too, so that it computes and allocates as a vendor's device does.
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
