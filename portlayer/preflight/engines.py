@@ -52,7 +52,8 @@ class ZeroGradients:
     own memory freed (`reduce_independent_p_g_buckets_and_remove_grads`); a full bucket is reduced and
     starts over, and the rank's gradients go to its flat partition, 1/`world_size` of them, allocated at the
     first reduction (`copy_grads_in_partition`). At stage 1 the gradients stay where autograd put them. A
-    gradient larger than the bucket bypasses it, as DeepSpeed's `extra_large_param_to_reduce`."""
+    gradient larger than the bucket stays where it is and is reduced there at the next reduction
+    (DeepSpeed's `extra_large_param_to_reduce`)."""
 
     bucket_elements: int
     partition_gradients: bool
@@ -73,7 +74,8 @@ class _ZeroBucket:
         self.trainable = sum(p.numel() for p in parameters)
         self.bucket: torch.Tensor | None = None
         self.partition: torch.Tensor | None = None
-        self.moved: list[torch.nn.Parameter] = []
+        self.in_bucket: list[torch.nn.Parameter] = []  # since the last reduction
+        self.reduced: list[torch.nn.Parameter] = []
         self.filled = 0
         for parameter in parameters:
             parameter.register_post_accumulate_grad_hook(self.gradient_ready)
@@ -82,19 +84,28 @@ class _ZeroBucket:
         grad, size = parameter.grad, self.zero.bucket_elements
         if self.bucket is None:
             self.bucket = self.ledger.allocate(size, grad.dtype, BUFFERS)
-        if not self.zero.partition_gradients or grad.numel() > size:
+        if not self.zero.partition_gradients:
             return
         if self.filled + grad.numel() > size:
-            if self.partition is None:
-                elements = -(-self.trainable // self.zero.world_size)
-                self.partition = self.ledger.allocate(elements, grad.dtype, GRADIENTS)
-            self.filled = 0
-        self.bucket.narrow(0, self.filled, grad.numel()).copy_(grad.view(-1))
-        # DeepSpeed points the gradient at its place in the bucket; freed here instead, so that the tracker
-        # does not file the bucket as gradients.
-        parameter.grad = None
-        self.moved.append(parameter)
+            self._reduce(grad.dtype)
+        if grad.numel() <= size:
+            self.bucket.narrow(0, self.filled, grad.numel()).copy_(grad.view(-1))
+            # DeepSpeed points the gradient at its place in the bucket; freed here instead, so that the
+            # tracker does not file the bucket as gradients.
+            parameter.grad = None
+        # else an oversized gradient: reduced where it is, at the next reduction
+        self.in_bucket.append(parameter)
         self.filled += grad.numel()
+
+    def _reduce(self, dtype: torch.dtype) -> None:
+        if self.in_bucket and self.partition is None:
+            elements = -(-self.trainable // self.zero.world_size)
+            self.partition = self.ledger.allocate(elements, dtype, GRADIENTS)
+        for parameter in self.in_bucket:
+            parameter.grad = None  # an oversized one's, reduced in place: the rank's share went to the partition
+        self.reduced += self.in_bucket
+        self.in_bucket.clear()
+        self.filled = 0
 
     def release(self) -> None:
         """The backward's end (DeepSpeed's epilogue frees the bucket); whole gradients for the fake step's
@@ -103,9 +114,10 @@ class _ZeroBucket:
             if buffer is not None:
                 self.ledger.release(buffer, holds)
         self.bucket = self.partition = None
-        for parameter in self.moved:
+        for parameter in self.reduced + self.in_bucket:
             self.ledger.give_whole_gradient(parameter)
-        self.moved.clear()
+        self.reduced.clear()
+        self.in_bucket.clear()
 
 
 @dataclass(frozen=True)

@@ -68,10 +68,11 @@ TARGETS = {
         "portlayer/preflight/fake_step.py",
         "tests/test_preflight_memory_parts.py tests/test_preflight_fake.py",
     ),
+    "preflight_engines": ("portlayer/preflight/engines.py", "tests/test_preflight_engines.py"),
 }
 # Targets of which only some top-level definitions are the code under test: mutants elsewhere in the
 # module are skipped (the rest of fake_step.py records the step's ops, which the preflight op tests cover).
-ONLY = {"preflight_memory": ("Memory", "_snapshot", "_current_total", "_memory", "_steady_state")}
+ONLY = {"preflight_memory": ("Memory", "_snapshot", "_peak_so_far", "_current_total", "_memory", "_steady_state")}
 # The installed names of the folders the editable install maps (setup.py package_dir): in the copy they
 # are links, so that `portlayer.migrate` and `portlayer.train` import the copy's (mutated) files.
 LINKS = {"portlayer/migrate": "../migrate", "portlayer/train": "../reference_train"}
