@@ -4,6 +4,8 @@ did: gradient_average=True divides the all-reduced sum by the world size
 defaults, #L445-L458 for the averaging). delay_allreduce only chose when the all-reduce ran. Two gloo
 processes run the migrated program; one process computes apex's documented result."""
 
+import gc
+
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
@@ -41,6 +43,9 @@ def _train(rank: int, code: str, init_file: str, out_dir: str) -> None:
         optimizer.step()
     torch.save(model.module.state_dict(), f"{out_dir}/rank{rank}.pt")
     del model, namespace
+    # DDP's hooks keep the model in reference cycles: free its reducer before the group, not while the
+    # interpreter exits (after torch's own exit hook, where a gloo rank aborts now and then).
+    gc.collect()
     dist.destroy_process_group()
 
 
