@@ -75,8 +75,13 @@ class ModelSource:
         if training.lora_r:
             apply_lora(model, training.lora_r)
         if training.gradient_checkpointing:
+            model.config.use_cache = False  # what checkpointing needs (transformers says so when it switches it)
             # Not reentrant: the reentrant form gives no gradient to adapters behind frozen inputs.
-            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+            not_reentrant = {"use_reentrant": False}
+            if hasattr(model, "activation_checkpointing_enable"):  # its new name; the old one warns where both exist
+                model.activation_checkpointing_enable(activation_checkpointing_kwargs=not_reentrant)
+            else:
+                model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=not_reentrant)
         return model
 
 
