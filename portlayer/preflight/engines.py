@@ -145,8 +145,7 @@ class FsdpGathers:
                                     gathers.post_backward)
         with tracker:
             yield
-        gathers.reshard_all()
-        gathers.unshard_gradients()
+        gathers.finish()
 
 
 class _FsdpGathers:
@@ -195,11 +194,10 @@ class _FsdpGathers:
                 self.gradient_shards.append((parameter, self.ledger.allocate(shard, parameter.dtype, GRADIENTS)))
                 parameter.grad = None
 
-    def reshard_all(self) -> None:
+    def finish(self) -> None:
+        """The backward's end: everything resharded, and whole gradients for the fake optimizer step."""
         for block in [self.model, *self.blocks]:
             self._reshard(block)
-
-    def unshard_gradients(self) -> None:
         for parameter, shard in self.gradient_shards:
             self.ledger.release(shard, GRADIENTS)
             self.ledger.give_whole_gradient(parameter)
