@@ -16,9 +16,12 @@ import io
 import re
 import tokenize
 import warnings
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
+from itertools import accumulate
 
 from portlayer.migrate.engine.scopes import Position, Scope
+from portlayer.migrate.engine.triggers import Trigger, occurrences
 
 # An import as (module, imported name or None, alias or None): `from a.b import c as d` is
 # ("a.b", "c", "d"), `import a.b` is ("a.b", None, None).
@@ -28,6 +31,9 @@ Span = tuple[int, int]  # first and last line, 1-based, inclusive
 _STRING_TOKENS = {tokenize.STRING} | {getattr(tokenize, "FSTRING_START", tokenize.STRING)}
 _COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
+_DEFINITIONS = _FUNCTIONS + (ast.ClassDef,)
+# What binds a name outside the definition it is written in: a definition with one is read closely.
+_BINDS_OUTSIDE = ":="
 # `from torch.cuda import *` hides which names are torch's: a module with one is looked at whole.
 STAR_MODULES = ("torch.cuda", "torch.cuda.amp")
 
@@ -90,43 +96,81 @@ class Analysis:
     spans: list[Span]  # disjoint, in order: the lines the rules must see
     words: str  # the code's words that a trigger matched, one a line (which rules can fire)
     tree: ast.Module
+    # The top-level packages imported (absolutely) anywhere the walk read closely, which includes every
+    # import of a package whose name is a trigger word.
+    packages: frozenset[str] = frozenset()
 
 
-def analyse(source: str, trigger: re.Pattern | None) -> Analysis:
+def analyse(source: str, trigger: Trigger | None) -> Analysis:
     """Raises SyntaxError (or ValueError, RecursionError) when CPython cannot parse `source`. With no
     `trigger`, every statement is to be seen."""
     tree = parse_python(source)
-    walk = _Walk(source_lines(source), trigger)
-    walk.run(tree)
     imports = ModuleImports.of(tree)
+    walk = _Walk(source_lines(source), trigger)
+    # A star import of torch.cuda may hide a name anywhere: then every statement is seen, and every
+    # definition read closely.
+    walk.run(tree, None if trigger is None or imports.star_modules else source)
     if trigger is None or imports.star_modules & walk.hot_star_modules:
         spans = walk.whole_module(tree)
     else:
         spans = walk.spans()
-    return Analysis(walk.lines, walk.module_scope, imports, spans, "\n".join(walk.words), tree)
+    return Analysis(walk.lines, walk.module_scope, imports, spans, "\n".join(walk.words), tree, frozenset(walk.packages))
 
 
 class _Walk:
-    def __init__(self, lines: list[str], trigger: re.Pattern | None):
+    """Most of a large module is functions and classes that have none of the rules' words: such a
+    definition is only bound where it stands, and read closely later only if it reads a name that an
+    import with such a word binds. Nothing in it can be a statement the rules must see, and its
+    scopes are only ever asked about names in those statements."""
+
+    def __init__(self, lines: list[str], trigger: Trigger | None):
         self.lines = lines
         self.trigger = trigger
+        self._matched: dict[str, bool] = {}
         self.words: list[str] = []
         self.hot: set[ast.stmt] = set()
         self.hot_star_modules: set[str] = set()
+        self.packages: set[str] = set()
         # Names bound by imports that have a trigger word, and which statements read which name.
         self.hot_aliases: set[str] = set()
         self.readers: dict[str, list[ast.stmt]] = {}
         self.parent: dict[ast.stmt, ast.stmt | None] = {}
         self.siblings: dict[ast.stmt, tuple[list[ast.stmt], int]] = {}
         self.module_scope = Scope("module", (1, 0), (len(lines) + 1, 0))
+        # The lines a definition must hold one of to be read closely (sorted); None: read all closely.
+        self._close_lines: list[int] | None = None
+        self._deferred: list[tuple[ast.AST, Scope, ast.stmt | None]] = []
 
     # -- the walk -----------------------------------------------------------------------------------
 
-    def run(self, tree: ast.Module) -> None:
+    def run(self, tree: ast.Module, source: str | None = None) -> None:
+        """With `source`, definitions without a rule's word in their lines are deferred."""
+        offsets = None if source is None else self.trigger.offsets(source)
+        if offsets is not None:
+            offsets += occurrences(source, _BINDS_OUTSIDE)
+            self._close_lines = self._line_numbers(offsets)
         self._statements(tree.body, None)
-        stack: list[tuple[ast.AST, Scope, ast.stmt | None]] = [(tree, self.module_scope, None)]
+        self._walk([(tree, self.module_scope, None)])
+        if self._deferred:
+            # No import in them has a rule's word, so every name such an import binds is known now.
+            readers = self._line_numbers([at for name in self.hot_aliases for at in occurrences(source, name)])
+            self._close_lines = None
+            self._walk([item for item in self._deferred if _holds_a_line(item[0], readers)])
+        self._sort(self.module_scope)
+        for name in self.hot_aliases:
+            self.hot.update(self.readers.get(name, ()))
+
+    def _line_numbers(self, offsets: list[int]) -> list[int]:
+        ends = list(accumulate(map(len, self.lines)))
+        return sorted({bisect_right(ends, at) + 1 for at in offsets})
+
+    def _walk(self, stack: list[tuple[ast.AST, Scope, ast.stmt | None]]) -> None:
         while stack:
             node, scope, statement = stack.pop()
+            if isinstance(node, _DEFINITIONS) and self._close_lines is not None and not _holds_a_line(node, self._close_lines):
+                scope.bind(node.name)
+                self._deferred.append((node, scope, statement))
+                continue
             if isinstance(node, ast.stmt):
                 statement = node
                 for _, value in ast.iter_fields(node):
@@ -142,9 +186,6 @@ class _Walk:
             if children is None:
                 children = [(child, scope) for child in ast.iter_child_nodes(node)]
             stack.extend((child, child_scope, statement) for child, child_scope in reversed(children))
-        self._sort(self.module_scope)
-        for name in self.hot_aliases:
-            self.hot.update(self.readers.get(name, ()))
 
     def _statements(self, body: list[ast.stmt], parent: ast.stmt | None) -> None:
         for index, statement in enumerate(body):
@@ -225,6 +266,10 @@ class _Walk:
     def _import(self, node: ast.Import | ast.ImportFrom, scope: Scope, statement: ast.stmt) -> None:
         module = node.module if isinstance(node, ast.ImportFrom) else None
         relative = isinstance(node, ast.ImportFrom) and (node.level or not node.module)
+        if isinstance(node, ast.Import):
+            self.packages.update(alias.name.split(".")[0] for alias in node.names)
+        elif not relative:
+            self.packages.add(module.split(".")[0])
         hot_module = module is not None and self._word(module, statement)
         for alias in node.names:
             # A name is the rules' business if it or the module it comes from has a trigger word.
@@ -314,7 +359,10 @@ class _Walk:
         return True
 
     def _matches(self, word: str) -> bool:
-        return self.trigger is not None and self.trigger.search(word) is not None
+        matched = self._matched.get(word)
+        if matched is None:
+            matched = self._matched[word] = self.trigger is not None and self.trigger.search(word) is not None
+        return matched
 
     # -- positions ----------------------------------------------------------------------------------
 
@@ -432,6 +480,12 @@ def line_group(body: list[ast.stmt], index: int) -> tuple[int, int]:
     while last + 1 < len(body) and first_line(body[last + 1]) <= body[last].end_lineno:
         last += 1
     return first, last
+
+
+def _holds_a_line(definition: ast.stmt, lines: list[int]) -> bool:
+    """Does one of `lines` (sorted) fall in `definition`, its decorators included?"""
+    at = bisect_left(lines, first_line(definition))
+    return at < len(lines) and lines[at] <= definition.end_lineno
 
 
 def first_line(statement: ast.stmt) -> int:

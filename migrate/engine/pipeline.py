@@ -22,6 +22,7 @@ from portlayer.migrate.dataflow import find_data_flow, int_device_diagnostics
 from portlayer.migrate.engine.analysis import analyse
 from portlayer.migrate.engine.fallbacks import Fallback, find_fallbacks
 from portlayer.migrate.engine.imports import ImportPlan
+from portlayer.migrate.engine.locations import NodeLocations
 from portlayer.migrate.engine.quotes import QuotesInsideFStrings
 from portlayer.migrate.engine.snippets import Snippets
 from portlayer.migrate.engine.triggers import Prefilter
@@ -91,7 +92,8 @@ def run_rules(source: str, target: Target, *, annotate: bool = False, every_rule
     flow = find_data_flow(analysis.tree, source, IntDeviceIndices in rules)
     excluded = regions.excluded_lines(source)
     skipped = excluded | guards.dispatch_lines
-    fallbacks = find_fallbacks(analysis.tree, FALLBACK_LIBRARIES) if CudaOnlyLibraries in rules else []
+    has_fallbacks = CudaOnlyLibraries in rules and not analysis.packages.isdisjoint(FALLBACK_LIBRARIES)
+    fallbacks = find_fallbacks(analysis.tree, FALLBACK_LIBRARIES) if has_fallbacks else []
     taken_flags = tuple(f.statement.lineno not in skipped for f in fallbacks)
     taken = [f for f, is_taken in zip(fallbacks, taken_flags) if is_taken]
     context = FileContext(
@@ -102,26 +104,27 @@ def run_rules(source: str, target: Target, *, annotate: bool = False, every_rule
         frozenset(guards.checked_names).union(*(f.bound_names for f in fallbacks)),
         int_lists=frozenset(flow.int_lists),
     )
-    # Positions are computed again only after a rule has changed the tree.
-    wrapper = MetadataWrapper(tree, unsafe_skip_copy=True)
+    # Parents and positions are found again only after a rule has changed the tree.
+    locations = NodeLocations(tree, analysis.spans)
     changes: list[Change] = [_fallback_taken(f) for f in taken]
     context.imports.fallback_libraries = FALLBACK_LIBRARIES
     context.imports.fallbacks_taken = taken_flags
     diagnostics: list[Diagnostic] = []
     for rule_class in rules:
         rule = rule_class(context)
-        rewritten = wrapper.visit(rule)
+        rule.locations = locations
+        rewritten = tree.visit(rule)
         diagnostics += rule.diagnostics
         if rule.changes:
             changes += rule.changes
             tree = rewritten
-            wrapper = MetadataWrapper(tree, unsafe_skip_copy=True)
+            locations = locations.after(tree)
     diagnostics += dispatch_diagnostics(guards, excluded)
     if prefilter(target).matches(source):  # `device = 0` is CUDA code where the file is
         diagnostics += int_device_diagnostics(flow, excluded)
     diagnostics = sorted(set(diagnostics), key=lambda d: (d.line, d.col, d.code))
     if annotate and diagnostics:
-        tree = wrapper.visit(Annotate(diagnostics, snippets.file_line, analysis.lines))
+        tree = MetadataWrapper(tree, unsafe_skip_copy=True).visit(Annotate(diagnostics, snippets.file_line, analysis.lines))
     if changes and _F_STRING.search(source):  # no rule writes an f-string: only the source's own can hold one
         tree = tree.visit(QuotesInsideFStrings())
     code = snippets.splice(tree) if changes or (annotate and diagnostics) else source

@@ -183,6 +183,12 @@ class Attention(LibraryCalls):
     TRIGGER = Words(("flash_attn", "memory_efficient_attention", "sdp_kernel", "sdpa_kernel"))
     LIBRARIES = frozenset({"flash_attn", "xformers"})
 
+    @classmethod
+    def file_words(cls, target) -> Words:
+        # A library's function is the rule's only where a line imports the library: `flash_attn` alone is in
+        # every HuggingFace model file (`_supports_flash_attn = True`), which then went through the rules.
+        return Words(("sdp_kernel", "sdpa_kernel"), imported=tuple(cls.LIBRARIES))
+
     def __init__(self, context):
         super().__init__(context)
         flash = {name: Row(parameters, _flash(name), "PL130", "PL230") for name, parameters in _FLASH.items()}

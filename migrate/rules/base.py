@@ -9,9 +9,9 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 import libcst as cst
-from libcst.metadata import ParentNodeProvider, PositionProvider
 from portlayer.migrate.engine.analysis import ModuleImports
 from portlayer.migrate.engine.imports import ImportPlan
+from portlayer.migrate.engine.locations import NodeLocations
 from portlayer.migrate.engine.printing import code_of
 from portlayer.migrate.engine.scopes import Scope
 from portlayer.migrate.engine.triggers import Words
@@ -75,7 +75,7 @@ class Rule(cst.CSTTransformer):
 
     TRIGGER: ClassVar[Words]
     trigger: ClassVar[re.Pattern]
-    METADATA_DEPENDENCIES = (PositionProvider, ParentNodeProvider)
+    locations: NodeLocations  # of the tree the rule visits, set by the engine
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -130,6 +130,13 @@ class Rule(cst.CSTTransformer):
     def qualified(self, node: cst.CSTNode) -> str | None:
         """The imported name `node` refers to (`torch.cuda.synchronize` for `th.cuda.synchronize` after
         `import torch as th`), or None for local names, shadowed names and anything not a plain chain."""
+        # The same for every rule until one changes the tree; most rules ask about every reference.
+        known = self.locations.referents
+        if node not in known:
+            known[node] = self._referent(node)
+        return known[node]
+
+    def _referent(self, node: cst.CSTNode) -> str | None:
         name = dotted(node)
         if name is None or self._is_attribute_name(node) or self._is_bound_here(node):
             return None
@@ -186,19 +193,20 @@ class Rule(cst.CSTTransformer):
         return None
 
     def parent(self, node: cst.CSTNode) -> cst.CSTNode:
-        return self.get_metadata(ParentNodeProvider, node)
+        return self.locations.parent(node)
 
     # -- positions, exclusions, records -------------------------------------------------------------
 
     def position(self, node: cst.CSTNode) -> tuple[int, int]:
         """The file's 1-based line and column, as editors and compilers print them (libcst counts
         columns from 0)."""
-        start = self.get_metadata(PositionProvider, node).start
+        start = self.locations.start(node)
         return self.context.file_line(start.line) or 0, start.column + 1
 
     def excluded(self, node: cst.CSTNode) -> bool:
         excluded = self.context.excluded_lines
-        return bool(excluded) and self.position(node)[0] in excluded
+        return (bool(excluded) and not excluded.isdisjoint(self.locations.file_lines(node))
+                and self.position(node)[0] in excluded)
 
     def changed(self, code: str, node: cst.CSTNode, message: str, *, needs_runtime: bool = True) -> None:
         """Record a conversion of `node` (an original node): the imports it used may now be unused, and

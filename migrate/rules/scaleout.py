@@ -39,6 +39,12 @@ _CURRENT_DEVICE = "torch.cuda.current_device"
 class DeepSpeedCalls(Rule):
     TRIGGER = Words(("init_distributed", "get_accelerator"), whole=("deepspeed",))
 
+    @classmethod
+    def file_words(cls, target) -> Words:
+        # `deepspeed` itself matters where a line imports it (PL415); elsewhere it names HuggingFace's
+        # integration (`integrations.deepspeed`, `is_deepspeed_zero3_enabled`), which has nothing to rewrite.
+        return Words(("init_distributed", "get_accelerator"), imported=("deepspeed",))
+
     def visit_Import(self, node: cst.Import) -> bool:
         for alias in node.names:
             self._imported(alias.name)

@@ -61,9 +61,15 @@ def test_words_common_outside_cuda_code_do_not_send_a_file_through_the_rules():
     # A quarter of transformers' files say `rank`, and model names say `nvidia/…`: reading each of them
     # through the rules made the neutral target twice as slow as the vendors' (bench/migrate_tree.py).
     for source in ["model.to(local_rank)\n", "def f(rank, gpu):\n    return rank\n",
-                   'CHECKPOINT = "nvidia/mit-b0"\n', "# needs grouped_gemm\nx = 1\n"]:
+                   'CHECKPOINT = "nvidia/mit-b0"\n', "# needs grouped_gemm\nx = 1\n",
+                   # Every HuggingFace model file says whether it supports flash-attn, and the trainer
+                   # whether DeepSpeed is on: neither calls either library.
+                   "class Model:\n    _supports_flash_attn = True\n",
+                   "if is_deepspeed_zero3_enabled():\n    import_deepspeed_config(deepspeed)\n"]:
         assert not mentions_cuda(source, "neutral") and not mentions_cuda(source, "torch"), source
     for source in ["import nvidia.dali\n", "from grouped_gemm import ops\n", "import os, apex\n",
+                   "from flash_attn import flash_attn_func\n", "    import deepspeed\n",
+                   "import xformers.ops as xops\n",
                    "try:\n    import triton\nexcept ImportError:\n    pass\n"]:
         assert mentions_cuda(source), source
 
@@ -213,3 +219,27 @@ def test_only_torch_cudas_nccl_is_reported_as_nccl_only():
 def test_an_item_of_an_index_list_not_provably_ints_is_reported():
     source = "import torch\ntorch.cuda.synchronize()\nx = torch.ones(1).to(args.gpus[1])\n"
     assert [(d.code, d.line, d.col) for d in migrate_source(source).diagnostics] == [("PL412", 3, 22)]
+
+
+# A rule that rewrites one line into several (flash-attn's call into SDPA's) runs before the CUDA rules.
+_AFTER_A_LONGER_REWRITE = """\
+from flash_attn import flash_attn_func
+import torch
+
+def attend(q, k, v):
+    return flash_attn_func(q, k, v, causal=True)
+
+x = torch.zeros(2).cuda()
+torch.cuda.synchronize()  # portlayer: skip
+"""
+
+
+def test_positions_after_a_rewrite_that_adds_lines_are_the_files():
+    result = migrate_source(_AFTER_A_LONGER_REWRITE)
+    assert result.code.count("\n") > _AFTER_A_LONGER_REWRITE.count("\n")
+    assert [(c.code, c.line, c.col) for c in result.changes] == [("PL130", 5, 12), ("PL110", 5, 12), ("PL101", 7, 5)]
+
+
+def test_an_excluded_line_after_a_rewrite_that_adds_lines_stays_excluded():
+    code = migrate_source(_AFTER_A_LONGER_REWRITE).code
+    assert code.endswith("torch.cuda.synchronize()  # portlayer: skip\n")

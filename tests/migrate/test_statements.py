@@ -77,6 +77,34 @@ def test_an_alias_is_followed_into_statements_that_never_spell_the_trigger():
     )
 
 
+def test_a_definition_without_a_trigger_word_is_still_read_where_it_reads_an_alias():
+    # Most definitions of a large module have no rule's word and are not walked into; one that reads a
+    # name a CUDA import binds still is.
+    source = (
+        "from torch.cuda import synchronize as wait_for_device\n"
+        "class Trainer:\n"
+        "    def step(self, batch):\n"
+        "        loss = self.model(batch)\n"
+        "        wait_for_device()\n"
+        "        return loss\n"
+        "    def log(self, loss):\n"
+        "        print(loss)\n"
+    )
+    assert converted_lines(source) == [5]
+
+
+def test_a_walrus_in_a_default_binds_where_the_definition_stands():
+    # `torch` is then the module's own name, not torch: even a definition without a rule's word is read
+    # for what its defaults and decorators bind.
+    source = (
+        "def configure(backend=(torch := load_backend())):\n"
+        "    return backend\n"
+        "torch.cuda.synchronize()\n"
+    )
+    assert converted_lines(source) == []
+    assert converted_lines(source.replace("(torch := load_backend())", "load_backend()")) == [3]
+
+
 def test_an_assignment_target_is_not_read_as_the_import_it_shadows():
     source = "from torch import cuda\ncuda = cuda.synchronize\n"
     assert migrate_source(source).code == "import portlayer\nfrom torch import cuda\ncuda = portlayer.synchronize\n"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import re
@@ -10,7 +11,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from portlayer.migrate import parallel
+from portlayer.migrate import job, parallel
 
 from tests.migrate_cli.helpers import CUDA_SOURCE, PLAIN_SOURCE, snapshot, write_tree
 
@@ -383,6 +384,21 @@ def test_jobs_n_gives_the_same_files_and_output_as_jobs_1(tmp_path, migrate, mon
     assert snapshot(tmp_path / "one") == snapshot(tmp_path / "four")
     assert serial.stdout.replace("one/", "") == pooled.stdout.replace("four/", "")
     assert serial.stderr.replace("one/", "") == pooled.stderr.replace("four/", "")
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_a_file_leaves_the_cycle_collector_as_it_found_it(enabled):
+    # The collector is paused while a file's trees are built (it was 3/4 of the parse's time); a run
+    # in a program's own process, or one whose file fails, must not leave it off, or turn it on.
+    was = gc.isenabled()
+    try:
+        (gc.enable if enabled else gc.disable)()
+        for source in (CUDA_SOURCE, "x = torch.cuda.synchronize(\n"):
+            result = job.process_bytes("train.py", "python", source.encode(), job.Options(write=False))
+            assert result.status in ("changed", "failed")
+            assert gc.isenabled() is enabled
+    finally:
+        (gc.enable if was else gc.disable)()
 
 
 @pytest.mark.parametrize("target", ["neutral", "torch", "npu", "musa"])
