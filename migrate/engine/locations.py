@@ -93,3 +93,10 @@ class _Parents(cst.CSTVisitor):
 
     def on_leave(self, original_node: cst.CSTNode) -> None:
         self._path.pop()
+
+    # LibCST would look up a hook by name for each child attribute of each node.
+    def on_visit_attribute(self, node: cst.CSTNode, attribute: str) -> None:
+        pass
+
+    def on_leave_attribute(self, original_node: cst.CSTNode, attribute: str) -> None:
+        pass

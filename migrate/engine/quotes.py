@@ -10,11 +10,12 @@ where both are taken (an f-string inside an f-string), it is left as it is.
 from __future__ import annotations
 
 import libcst as cst
+from portlayer.migrate.engine.dispatch import OwnHooksTransformer
 
 _QUOTES = ('"', "'")
 
 
-class QuotesInsideFStrings(cst.CSTTransformer):
+class QuotesInsideFStrings(OwnHooksTransformer):
     def __init__(self) -> None:
         super().__init__()
         self.enclosing: list[str] = []  # the quote character of each f-string around the node

@@ -10,6 +10,7 @@ from typing import ClassVar
 
 import libcst as cst
 from portlayer.migrate.engine.analysis import ModuleImports
+from portlayer.migrate.engine.dispatch import OwnHooksTransformer
 from portlayer.migrate.engine.imports import ImportPlan
 from portlayer.migrate.engine.locations import NodeLocations
 from portlayer.migrate.engine.printing import code_of
@@ -61,16 +62,16 @@ class FileContext:
     int_lists: frozenset[str] = frozenset()  # names that hold a list of ints (`list(range(…))`)
 
 
-class Rule(cst.CSTTransformer):
+class Rule(OwnHooksTransformer):
     """One concern of the migration. Subclasses set TRIGGER (the words the rule can fire on: it is only
     shown statements whose code, comments and docstrings aside, has one, or reads a name an import with
     one binds; the engine's prefilter is the union over the rules that `fires_for` the target) and
     rewrite or report.
 
     A rule sees only the statements `portlayer.migrate.engine.analysis` picked, as one module (`portlayer.migrate.engine.snippets`):
-    names are resolved by the file's scopes and positions are the file's. A plain CSTTransformer,
-    rather than libcst's codemod commands: their matcher machinery and per-command metadata cost more
-    than the rules themselves.
+    names are resolved by the file's scopes and positions are the file's. A plain CSTTransformer (that
+    calls only the hooks a rule defines), rather than libcst's codemod commands: their matcher machinery
+    and per-command metadata cost more than the rules themselves.
     """
 
     TRIGGER: ClassVar[Words]
