@@ -32,6 +32,9 @@ _STRING_TOKENS = {tokenize.STRING} | {getattr(tokenize, "FSTRING_START", tokeniz
 _COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _DEFINITIONS = _FUNCTIONS + (ast.ClassDef,)
+# Statements that, without a rule's word, are only looked at for what they bind (a definition its name,
+# an assignment its targets) until an alias read on their lines calls for a closer look.
+_DEFERRABLE = _DEFINITIONS + (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Expr, ast.Return)
 # What binds a name outside the definition it is written in: a definition with one is read closely.
 _BINDS_OUTSIDE = ":="
 # `from torch.cuda import *` hides which names are torch's: a module with one is looked at whole.
@@ -118,10 +121,10 @@ def analyse(source: str, trigger: Trigger | None) -> Analysis:
 
 
 class _Walk:
-    """Most of a large module is functions and classes that have none of the rules' words: such a
-    definition is only bound where it stands, and read closely later only if it reads a name that an
-    import with such a word binds. Nothing in it can be a statement the rules must see, and its
-    scopes are only ever asked about names in those statements."""
+    """Most of a large module is functions, classes and assignments that have none of the rules' words:
+    such a statement is only looked at for what it binds where it stands, and read closely later only
+    if it reads a name that an import with such a word binds. Nothing in it can be a statement the
+    rules must see, and its own scopes are only ever asked about names in those statements."""
 
     def __init__(self, lines: list[str], trigger: Trigger | None):
         self.lines = lines
@@ -167,9 +170,8 @@ class _Walk:
     def _walk(self, stack: list[tuple[ast.AST, Scope, ast.stmt | None]]) -> None:
         while stack:
             node, scope, statement = stack.pop()
-            if isinstance(node, _DEFINITIONS) and self._close_lines is not None and not _holds_a_line(node, self._close_lines):
-                scope.bind(node.name)
-                self._deferred.append((node, scope, statement))
+            if isinstance(node, _DEFERRABLE) and self._close_lines is not None and not _holds_a_line(node, self._close_lines):
+                self._defer(node, scope, statement)
                 continue
             if isinstance(node, ast.stmt):
                 statement = node
@@ -186,6 +188,16 @@ class _Walk:
             if children is None:
                 children = [(child, scope) for child in ast.iter_child_nodes(node)]
             stack.extend((child, child_scope, statement) for child, child_scope in reversed(children))
+
+    def _defer(self, node: ast.stmt, scope: Scope, statement: ast.stmt | None) -> None:
+        """Bind what `node` binds where it stands; it is read closely later if it reads an alias."""
+        self._deferred.append((node, scope, statement))
+        if isinstance(node, _DEFINITIONS):
+            scope.bind(node.name)
+        elif isinstance(node, ast.Assign):
+            self._walk([(target, scope, node) for target in node.targets])
+        elif isinstance(node, (ast.AnnAssign, ast.AugAssign)):
+            self._walk([(node.target, scope, node)])
 
     def _statements(self, body: list[ast.stmt], parent: ast.stmt | None) -> None:
         for index, statement in enumerate(body):

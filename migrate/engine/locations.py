@@ -74,8 +74,10 @@ class NodeLocations:
 
     def _starts(self) -> dict[cst.CSTNode, CodePosition]:
         if self._positions is None:
-            positions = MetadataWrapper(self.module, unsafe_skip_copy=True).resolve(PositionProvider)
-            self._positions = {node: place.start for node, place in positions.items()}
+            # The provider itself: MetadataWrapper.resolve also visits the whole module for the
+            # batchable providers it was not asked for (libcst 1.9).
+            ranges = PositionProvider()._gen(MetadataWrapper(self.module, unsafe_skip_copy=True))
+            self._positions = {node: place.start for node, place in ranges.items()}
         return self._positions
 
 

@@ -93,6 +93,21 @@ def test_a_definition_without_a_trigger_word_is_still_read_where_it_reads_an_ali
     assert converted_lines(source) == [5]
 
 
+def test_a_statement_without_a_trigger_word_still_binds_and_is_read_where_it_reads_an_alias():
+    source = (
+        "import torch\n"
+        "from torch.cuda import synchronize as wait_for_device\n"
+        "def step(batch):\n"
+        "    torch = load_backend()\n"  # the function's own `torch`: its `torch.cuda` is not torch's
+        "    torch.cuda.synchronize()\n"
+        "    done = wait_for_device()\n"
+        "    wait_for_device()\n"
+        "    return batch\n"
+        "torch.cuda.synchronize()\n"
+    )
+    assert converted_lines(source) == [6, 7, 9]
+
+
 def test_a_walrus_in_a_default_binds_where_the_definition_stands():
     # `torch` is then the module's own name, not torch: even a definition without a rule's word is read
     # for what its defaults and decorators bind.
