@@ -4,7 +4,10 @@ reported, and which `device_ids` lists are lists of ints (their items converted)
 
 from __future__ import annotations
 
+import ast
+
 import pytest
+from portlayer.migrate.dataflow import DataFlow, find_data_flow
 from portlayer.migrate.engine import migrate_source
 
 
@@ -58,12 +61,147 @@ def test_an_attribute_list_of_gpu_indices_is_named_by_its_last_part():
     assert [d.code for d in migrate_source(source, "neutral").diagnostics] == ["PL412"]
 
 
-def test_a_rank_given_to_a_collective_as_its_source_is_not_a_device():
-    # Only the `device=` keyword of a torch call is a device: `src=rank` names a process, not a GPU.
-    source = (
-        "import torch\nimport torch.distributed as dist\nrank = 0\nt = torch.ones(2)\n"
-        "dist.broadcast(t, src=rank)\ntorch.cuda.synchronize()\n"
-    )
-    result = migrate_source(source, "neutral")
-    assert "dist.broadcast(t, src=rank)" in result.code
+@pytest.mark.parametrize(
+    ("lines_before", "statement"),
+    [
+        # Only the `device=` keyword of a torch call is a device: `src=rank` names a process, not a GPU.
+        ("import torch.distributed as dist\nrank = 0\nt = torch.ones(2)\n", "dist.broadcast(t, src=rank)"),
+        # `data=` sorts before `device`: a keyword is a device by its name exactly, not by where it sorts.
+        ("local_rank = 0\n", "rank_tensor = torch.tensor(data=local_rank)"),
+        # An item of a list of torch devices, not of GPU indices (`device_ids`, `gpu_ids`, `gpus`).
+        ("local_rank = 0\ndevices = [torch.device('cuda', i) for i in range(2)]\n",
+         "x = torch.ones(2).to(devices[local_rank])"),
+        # The rule sees this file only: an index imported from elsewhere is that module's.
+        ("from settings import local_rank\n", "x = torch.ones(2).to(local_rank)"),
+    ],
+)
+def test_a_value_that_is_not_an_int_device_of_this_file_is_neither_converted_nor_reported(lines_before, statement):
+    result = migrate_source(f"import torch\n{lines_before}{statement}\ntorch.cuda.synchronize()\n", "neutral")
+    assert f"\n{statement}\n" in result.code
     assert [d.code for d in result.diagnostics] == []
+
+
+def test_the_device_of_to_is_its_first_positional_argument():
+    # `.to(device, dtype)`: the dtype after the index is not the device.
+    source = "import torch\nlocal_rank = 0\nx = torch.ones(2).to(local_rank, torch.bfloat16)\ntorch.cuda.synchronize()\n"
+    result = migrate_source(source, "neutral")
+    assert "x = torch.ones(2).to(portlayer.device(local_rank), torch.bfloat16)" in result.code
+
+
+def test_a_device_keyword_of_to_is_converted_once():
+    # `.to(device=local_rank)` has no positional argument: the keyword is its one device, not also its first.
+    source = "import torch\nlocal_rank = 0\nx = torch.ones(2).to(device=local_rank)\ntorch.cuda.synchronize()\n"
+    result = migrate_source(source, "neutral")
+    assert "x = torch.ones(2).to(device=portlayer.device(local_rank))" in result.code
+    assert [change.code for change in result.changes].count("PL101") == 1
+
+
+# What the data flow finds in a file, read directly (the rules above are what migrate makes of it).
+
+
+def flow_of(source: str, index_names: bool = True) -> DataFlow:
+    return find_data_flow(ast.parse(source), source, index_names)
+
+
+@pytest.mark.parametrize(
+    ("value", "holds"),
+    [
+        ("int(os.environ['LOCAL_RANK'])", "an int"),
+        ("dist.get_rank()", "an int"),
+        ("rank % torch.cuda.device_count()", "an int"),  # a remainder of an int is an int whatever divides it
+        ("rank % n", "an int"),
+        ("rank + offset", "neither"),  # a sum, difference or product is an int only when both sides are
+        ("offset + rank", "neither"),
+        ("rank * 2", "an int"),
+        ("rank / 2", "neither"),
+        ("os.environ['LOCAL_RANK']", "neither"),
+        ("True", "neither"),
+        ("0.0", "neither"),
+        ("[rank, 1]", "a list of ints"),
+        ("(0, 1)", "a list of ints"),
+        ("[0, name]", "neither"),
+        ("list(range(n))", "a list of ints"),
+        ("list(a, b)", "neither"),
+        ("sorted(range(2))", "neither"),
+        ("ids.copy()", "neither"),
+        ("list()", "neither"),  # empty: no item to give as a device
+        ("enumerate(range(2))", "neither"),  # pairs, and not indexable
+    ],
+)
+def test_what_a_value_makes_the_name_it_is_assigned_to_hold(value, holds):
+    flow = flow_of(f"import os\nrank = int(os.environ['RANK'])\ngpu_id = {value}\n")
+    found = "an int" if "gpu_id" in flow.int_names else "a list of ints" if "gpu_id" in flow.int_lists else "neither"
+    assert found == holds
+
+
+def test_a_chain_of_two_assignments_is_followed_whatever_their_order_in_the_file():
+    # The tree is walked breadth-first: `self.device_id = self.gpu_id` is met before the deeper assignment that
+    # makes `self.gpu_id` an int, which a second pass over the assignments catches.
+    source = (
+        "import os\nclass Trainer:\n    def __init__(self):\n        self.device_id = self.gpu_id\n"
+        "    def setup(self):\n        if True:\n            self.gpu_id = int(os.environ['LOCAL_RANK'])\n"
+    )
+    assert {"self.gpu_id", "self.device_id"} <= flow_of(source).int_names
+
+
+def test_a_parameter_annotated_int_is_an_int():
+    source = "def f(gpu_id: int, device_id: str, local_rank: float, rank, /, gpu: int, *, device_idx: int):\n    pass\n"
+    assert flow_of(source).int_names == {"gpu_id", "gpu", "device_idx"}
+
+
+def test_an_annotated_assignment_is_followed():
+    source = "import os\nclass T:\n    def f(self):\n        self.gpu_id: int = int(os.environ['LOCAL_RANK'])\n"
+    assert flow_of(source).int_names == {"self.gpu_id"}
+
+
+def test_a_chained_assignment_makes_nothing_an_int():
+    # `a = b = 0`: several targets; only a single target is followed.
+    assert flow_of("gpu_id = local_rank = 0\n").int_names == set()
+
+
+def test_an_int_device_is_named_by_the_last_part_of_its_name():
+    # `self.device_id = 0` holds a device; `device_settings.rank = 0` holds a rank, though its owner is named
+    # for devices.
+    source = (
+        "import torch\nclass T:\n    def f(self, x, device_settings):\n        self.device_id = 0\n"
+        "        device_settings.rank = 0\n        x.to(self.device_id)\n        x.to(device_settings.rank)\n"
+    )
+    assert flow_of(source).int_devices == [(4, 9, "self.device_id")]
+
+
+def load_with(body: str) -> str:
+    # The file names a `cuda:` device (strings are looked for only then), after the function's lines.
+    return f"import torch\ndef load(path, i, kind):\n{body}DEFAULT_DEVICE = 'cuda:0'\n"
+
+
+@pytest.mark.parametrize(
+    ("body", "a_device_string"),
+    [
+        ("    loc = 'cuda:0'\n    return torch.load(path, map_location=loc)\n", True),
+        ("    loc = 'cuda'\n    return torch.load(path, map_location=loc)\n", True),
+        ("    loc = f'cuda:{i}'\n    return torch.load(path, map_location=loc)\n", True),
+        ("    loc = f'cuda:{i}'\n    return torch.ones(2).to(loc, torch.bfloat16)\n", True),
+        ("    loc = 'cuda:0'\n    model = torch.load(path, map_location=loc)\n    return model.to(loc)\n", True),
+        ("    loc = 'cpu'\n    return torch.load(path, map_location=loc)\n", False),
+        ("    loc = f'npu:{i}'\n    return torch.load(path, map_location=loc)\n", False),
+        ("    loc = 'mps'\n    return torch.load(path, map_location=loc)\n", False),
+        ("    loc = pick(i)\n    return torch.load(path, map_location=loc)\n", False),  # not a string here
+        ("    loc = other = 'cuda:0'\n    return torch.load(path, map_location=loc)\n", False),  # two names
+        ("    loc = f'{kind}:{i}'\n    return torch.load(path, map_location=loc)\n", False),
+        ("    loc = f'{i}'\n    return torch.load(path, map_location=loc)\n", False),
+        # Read somewhere else too: the string is more than a device there.
+        ("    loc = 'cuda:0'\n    print(loc)\n    return torch.load(path, map_location=loc)\n", False),
+        ("    loc = 'cuda:0'\n    loc = 'cuda:1'\n    return torch.load(path, map_location=loc)\n", False),
+        ("    loc = 'cuda:0'\n    return path\n", False),  # never read
+    ],
+)
+def test_a_cuda_string_read_only_as_a_device_is_a_device(body, a_device_string):
+    for index_names in (True, False):  # the file reads names like a GPU index or not: the strings are the same
+        assert flow_of(load_with(body), index_names).device_string_lines == ({3} if a_device_string else set())
+
+
+def test_a_cuda_string_of_the_module_itself_is_not_a_device_string():
+    # Only a function's own names are followed: a module-level name may be read by any importer.
+    source = "import torch\nDEVICE = 'cuda:0'\nstate = torch.load('state.pt', map_location=DEVICE)\n"
+    for index_names in (True, False):
+        assert flow_of(source, index_names).device_string_lines == set()
