@@ -7,13 +7,15 @@ an earlier rule rebuilt has its place in the current tree, moved back by as many
 statement moved.
 
 LibCST's providers compute both for every node before a visit: its ParentNodeProvider collects each
-node's children through a second visit, and its PositionProvider prints the whole module. Here the
-parents come from one plain visit, and each tree's positions from LibCST's printer the first time one
-is asked for: most rules on most files change or report nothing.
+node's children through a visit that copies every node, and its PositionProvider prints the whole
+module. Here the parents come from the nodes' fields, and each tree's positions from LibCST's printer
+the first time one is asked for.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 from collections.abc import Sequence
 
 import libcst as cst
@@ -43,9 +45,7 @@ class NodeLocations:
     def parent(self, node: cst.CSTNode) -> cst.CSTNode:
         """Raises KeyError for the module, which has none, and for a node not in this tree."""
         if self._parents is None:
-            collector = _Parents()
-            self.module.visit(collector)
-            self._parents = collector.parents
+            self._parents = _parents_of(self.module)
         return self._parents[node]
 
     def file_lines(self, node: cst.CSTNode) -> range:
@@ -81,24 +81,26 @@ class NodeLocations:
         return self._positions
 
 
-class _Parents(cst.CSTVisitor):
-    def __init__(self):
-        super().__init__()
-        self.parents: dict[cst.CSTNode, cst.CSTNode] = {}
-        self._path: list[cst.CSTNode] = []
+def _parents_of(module: cst.Module) -> dict[cst.CSTNode, cst.CSTNode]:
+    """Each node's parent, from the nodes' own fields: a LibCST visit, even a CSTVisitor's, builds a new
+    copy of every node it passes."""
+    parents: dict[cst.CSTNode, cst.CSTNode] = {}
+    stack: list[cst.CSTNode] = [module]
+    while stack:
+        node = stack.pop()
+        for name in _child_fields(type(node)):
+            value = getattr(node, name)
+            if isinstance(value, cst.CSTNode):
+                parents[value] = node
+                stack.append(value)
+            elif isinstance(value, (tuple, list)):
+                for item in value:
+                    if isinstance(item, cst.CSTNode):
+                        parents[item] = node
+                        stack.append(item)
+    return parents
 
-    def on_visit(self, node: cst.CSTNode) -> bool:
-        if self._path:
-            self.parents[node] = self._path[-1]
-        self._path.append(node)
-        return True
 
-    def on_leave(self, original_node: cst.CSTNode) -> None:
-        self._path.pop()
-
-    # LibCST would look up a hook by name for each child attribute of each node.
-    def on_visit_attribute(self, node: cst.CSTNode, attribute: str) -> None:
-        pass
-
-    def on_leave_attribute(self, original_node: cst.CSTNode, attribute: str) -> None:
-        pass
+@functools.cache
+def _child_fields(kind: type) -> tuple[str, ...]:
+    return tuple(field.name for field in dataclasses.fields(kind))
