@@ -35,7 +35,8 @@ _DEFINITIONS = _FUNCTIONS + (ast.ClassDef,)
 # Statements that, without a rule's word, are only looked at for what they bind (a definition its name,
 # an assignment its targets) until an alias read on their lines calls for a closer look.
 _DEFERRABLE = _DEFINITIONS + (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Expr, ast.Return)
-# What binds a name outside the definition it is written in: a definition with one is read closely.
+# A walrus binds where the statement stands, in a definition's defaults and decorators too, wherever in
+# its value it is: a statement with one on its lines is read closely.
 _BINDS_OUTSIDE = ":="
 # `from torch.cuda import *` hides which names are torch's: a module with one is looked at whole.
 STAR_MODULES = ("torch.cuda", "torch.cuda.amp")
@@ -140,14 +141,14 @@ class _Walk:
         self.parent: dict[ast.stmt, ast.stmt | None] = {}
         self.siblings: dict[ast.stmt, tuple[list[ast.stmt], int]] = {}
         self.module_scope = Scope("module", (1, 0), (len(lines) + 1, 0))
-        # The lines a definition must hold one of to be read closely (sorted); None: read all closely.
+        # The lines a deferrable statement must hold one of to be read closely (sorted); None: all are.
         self._close_lines: list[int] | None = None
         self._deferred: list[tuple[ast.AST, Scope, ast.stmt | None]] = []
 
     # -- the walk -----------------------------------------------------------------------------------
 
     def run(self, tree: ast.Module, source: str | None = None) -> None:
-        """With `source`, definitions without a rule's word in their lines are deferred."""
+        """With `source`, statements without a rule's word on their lines are deferred (`_DEFERRABLE`)."""
         offsets = None if source is None else self.trigger.offsets(source)
         if offsets is not None:
             offsets += occurrences(source, _BINDS_OUTSIDE)
