@@ -103,6 +103,10 @@ class Analysis:
     # The top-level packages imported (absolutely) anywhere the walk read closely, which includes every
     # import of a package whose name is a trigger word.
     packages: frozenset[str] = frozenset()
+    # For each span, the words that made its statements interesting, one a line: a rule is shown the span
+    # only if its trigger matches them. None: shown to every rule the file calls for (a statement that
+    # reads an alias, or every statement of a module seen whole).
+    span_words: list[str | None] = field(default_factory=list)
 
 
 def analyse(source: str, trigger: Trigger | None) -> Analysis:
@@ -116,9 +120,11 @@ def analyse(source: str, trigger: Trigger | None) -> Analysis:
     walk.run(tree, None if trigger is None or imports.star_modules else source)
     if trigger is None or imports.star_modules & walk.hot_star_modules:
         spans = walk.whole_module(tree)
+        span_words: list[str | None] = [None] * len(spans)
     else:
-        spans = walk.spans()
-    return Analysis(walk.lines, walk.module_scope, imports, spans, "\n".join(walk.words), tree, frozenset(walk.packages))
+        spans, span_words = walk.spans()
+    return Analysis(walk.lines, walk.module_scope, imports, spans, "\n".join(walk.words), tree,
+                    frozenset(walk.packages), span_words)
 
 
 class _Walk:
@@ -133,6 +139,8 @@ class _Walk:
         self._matched: dict[str, bool] = {}
         self.words: list[str] = []
         self.hot: set[ast.stmt] = set()
+        self.words_of: dict[ast.stmt, list[str]] = {}  # of each hot statement
+        self.alias_readers: set[ast.stmt] = set()
         self.hot_star_modules: set[str] = set()
         self.packages: set[str] = set()
         # Names bound by imports that have a trigger word, and which statements read which name.
@@ -162,7 +170,8 @@ class _Walk:
             self._walk([item for item in self._deferred if _holds_a_line(item[0], readers)])
         self._sort(self.module_scope)
         for name in self.hot_aliases:
-            self.hot.update(self.readers.get(name, ()))
+            self.alias_readers.update(self.readers.get(name, ()))
+        self.hot |= self.alias_readers
 
     def _line_numbers(self, offsets: list[int]) -> list[int]:
         ends = list(accumulate(map(len, self.lines)))
@@ -368,6 +377,7 @@ class _Walk:
         if statement is None or not self._matches(word):
             return False
         self.words.append(word)
+        self.words_of.setdefault(statement, []).append(word)
         self.hot.add(statement)
         return True
 
@@ -427,15 +437,25 @@ class _Walk:
     def whole_module(self, tree: ast.Module) -> list[Span]:
         return [self._span(group[0]) for group in line_groups(tree.body)]
 
-    def spans(self) -> list[Span]:
+    def spans(self) -> tuple[list[Span], list[str | None]]:
+        """The spans of the hot statements, and each span's words (`Analysis.span_words`)."""
         spans = []
-        for statement in self.hot:
-            span = self._span(statement)
+        for hot in self.hot:
+            statement, span = hot, self._span(hot)
             while span is None:  # not on lines of its own: widen to the statement around it
                 statement = self.parent[statement]
                 span = self._span(statement)
-            spans.append(span)
-        return _disjoint(spans)
+            spans.append((span, hot))
+        kept = _disjoint([span for span, _ in spans])
+        starts = [first for first, _ in kept]
+        words: list[list[str] | None] = [[] for _ in kept]
+        for span, hot in spans:
+            index = bisect_right(starts, span[0]) - 1
+            if hot in self.alias_readers or words[index] is None:
+                words[index] = None
+            else:
+                words[index] += self.words_of.get(hot, [])
+        return kept, [None if found is None else "\n".join(found) for found in words]
 
     def _span(self, statement: ast.stmt) -> Span | None:
         """The lines of `statement` and the statements sharing a line with it, if nothing else is on

@@ -29,7 +29,7 @@ from portlayer.migrate.engine.triggers import Prefilter
 from portlayer.migrate.guards import dispatch_diagnostics, find_guards
 from portlayer.migrate.model import Change, Diagnostic, MigrationResult, SourceError
 from portlayer.migrate.rules import RULES, CudaOnlyLibraries
-from portlayer.migrate.rules.base import FileContext
+from portlayer.migrate.rules.base import FileContext, Rule
 from portlayer.migrate.rules.int_devices import IntDeviceIndices
 from portlayer.migrate.rules.libraries import FALLBACK_LIBRARIES
 from portlayer.migrate.targets import TARGETS, Target, target_named
@@ -113,7 +113,8 @@ def run_rules(source: str, target: Target, *, annotate: bool = False, every_rule
     for rule_class in rules:
         rule = rule_class(context)
         rule.locations = locations
-        rewritten = tree.visit(rule)
+        everywhere = every_rule or rule_class.LOOKS_ACROSS_STATEMENTS
+        rewritten = _visit(tree, rule, None if everywhere else analysis.span_words)
         diagnostics += rule.diagnostics
         if rule.changes:
             changes += rule.changes
@@ -135,6 +136,17 @@ def run_rules(source: str, target: Target, *, annotate: bool = False, every_rule
         changes[1:1] = [Change("PL110", changes[0].line, changes[0].col, f"added `import {module}`")
                         for module in added]
     return MigrationResult(code, tuple(changes), tuple(diagnostics), source)
+
+
+def _visit(tree: cst.Module, rule: Rule, span_words: list[str | None] | None) -> cst.Module:
+    """`rule` over the top-level statements (spans) whose words its trigger matches; over the whole
+    module, its `visit_Module`/`leave_Module` included, if `span_words` is None. A statement the rule
+    does not visit keeps its nodes (a LibCST visit copies every node it passes), and so its positions."""
+    if span_words is None:
+        return tree.visit(rule)
+    body = [statement.visit(rule) if words is None or rule.trigger.search(words) else statement
+            for statement, words in zip(tree.body, span_words)]
+    return tree.with_changes(body=body)
 
 
 def _fallback_taken(fallback: Fallback) -> Change:

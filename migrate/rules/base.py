@@ -76,12 +76,18 @@ class Rule(OwnHooksTransformer):
 
     TRIGGER: ClassVar[Words]
     trigger: ClassVar[re.Pattern]
+    # True for a rule that must see every statement shown for the file, not only those with its words,
+    # and the module's own hooks (`leave_Module`): one that counts a name's uses across statements.
+    LOOKS_ACROSS_STATEMENTS: ClassVar[bool] = False
     locations: NodeLocations  # of the tree the rule visits, set by the engine
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
         if "TRIGGER" in cls.__dict__:
             cls.trigger = cls.TRIGGER.pattern()
+        for hook in ("visit_Module", "leave_Module"):
+            if getattr(cls, hook) is not getattr(cst.CSTTransformer, hook) and not cls.LOOKS_ACROSS_STATEMENTS:
+                raise TypeError(f"{cls.__name__}.{hook} runs only for a rule that LOOKS_ACROSS_STATEMENTS")
 
     @classmethod
     def fires_for(cls, target: Target) -> bool:

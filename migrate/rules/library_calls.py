@@ -107,6 +107,7 @@ class LibraryCalls(Rule):
 
     ROWS: ClassVar[Mapping[str, Row]]
     LIBRARIES: ClassVar[frozenset[str]]
+    LOOKS_ACROSS_STATEMENTS = True  # a library's import goes only when every read of its names was converted
 
     def __init__(self, context):
         super().__init__(context)

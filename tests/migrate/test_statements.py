@@ -108,6 +108,19 @@ def test_a_statement_without_a_trigger_word_still_binds_and_is_read_where_it_rea
     assert converted_lines(source) == [6, 7, 9]
 
 
+def test_a_rule_with_module_hooks_must_say_it_looks_across_statements():
+    # A rule is shown only the statements with its words, one by one: its module hooks would never run.
+    from portlayer.migrate.engine.triggers import Words
+    from portlayer.migrate.rules.base import Rule
+
+    with pytest.raises(TypeError, match="leave_Module runs only for a rule that LOOKS_ACROSS_STATEMENTS"):
+        class CountsUses(Rule):  # noqa: F841
+            TRIGGER = Words(("cuda",))
+
+            def leave_Module(self, original_node, updated_node):
+                return updated_node
+
+
 def test_a_walrus_in_a_default_binds_where_the_definition_stands():
     # `torch` is then the module's own name, not torch: even a definition without a rule's word is read
     # for what its defaults and decorators bind.
