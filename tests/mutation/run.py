@@ -53,22 +53,38 @@ TARGETS = {
         "tests/migrate/test_dispatch_report.py tests/migrate/test_codes.py tests/migrate/test_meaning.py"
         " tests/migrate/test_golden.py tests/migrate/test_device_chains.py",
     ),
+    # Of the golden tests only the comparisons with the expected output (4 s of their 17 s): a second run and the
+    # prefilter check the engine, not what the data flow or the rule finds.
     "dataflow": (
         "migrate/dataflow.py",
-        "tests/migrate/test_int_device_flow.py tests/migrate/test_meaning.py tests/migrate/test_codes.py"
-        " tests/migrate/test_golden.py",
+        "tests/migrate/test_int_device_flow.py tests/migrate/test_codes.py tests/migrate/test_meaning.py"
+        " tests/migrate/test_golden.py::test_golden",
     ),
     "int_devices": (
         "migrate/rules/int_devices.py",
-        "tests/migrate/test_int_device_flow.py tests/migrate/test_meaning.py tests/migrate/test_codes.py"
-        " tests/migrate/test_golden.py",
+        "tests/migrate/test_int_device_flow.py tests/migrate/test_codes.py tests/migrate/test_meaning.py"
+        " tests/migrate/test_golden.py::test_golden",
     ),
     "out_of_tree": ("portlayer/backends/out_of_tree.py", "tests/runtime/test_out_of_tree.py"),
+    # The bookkeeping's unit tests first (2 s), then the two that measure a whole fake step's memory; not the
+    # op-by-op comparisons with a real step (9 s), which read the recorded ops, not the memory figures.
     "preflight_memory": (
         "portlayer/preflight/fake_step.py",
-        "tests/test_preflight_memory_parts.py tests/test_preflight_fake.py",
+        "tests/test_preflight_memory_parts.py tests/test_preflight_fake.py::test_memory_of_a_known_model_by_hand"
+        " tests/test_preflight_fake.py::test_memory_prediction_matches_the_cpu_allocator",
     ),
     "preflight_engines": ("portlayer/preflight/engines.py", "tests/test_preflight_engines.py"),
+    # The strategy table and what applies each strategy. The unit tests first (2 s); DeepSpeed's accelerator is
+    # checked in fresh interpreters (DeepSpeed picks it once per process, when imported), 8 s. Not run: the
+    # trainer's strategy tests (torchrun, minutes each) and preflight's scaled step (12 s of whole fake steps
+    # for the blocks and buckets the unit tests check directly).
+    "strategies": (
+        "portlayer/strategies",
+        "tests/strategies/test_prepare.py tests/test_preflight_sharding.py::test_model_states_are_the_zero_papers_closed_form"
+        " tests/test_preflight_sharding.py::test_each_state_is_split_by_the_stage_that_shards_it"
+        " tests/test_preflight_sharding.py::test_a_frozen_base_costs_its_weights_only_sharded_where_weights_are"
+        " tests/strategies/test_deepspeed_accelerator.py",
+    ),
 }
 # Targets of which only some top-level definitions are the code under test: mutants elsewhere in the
 # module are skipped (the rest of fake_step.py records the step's ops, which the preflight op tests cover).

@@ -10,18 +10,22 @@ DeepSpeed's accelerator interface: deepspeed/accelerator/abstract_accelerator.py
 import subprocess
 import sys
 
+import pytest
+
 from tests.conftest import fresh_process_json, run_python
 from tests.example_reference import REPO
 from tests.fake_device import environment
 
 ON_MUSA = r"""
-import json, torch, portlayer
-from portlayer.strategies.deepspeed_accelerator import use_active_backend
+import json, os, torch, portlayer
+from portlayer.strategies.deepspeed_accelerator import accelerator_class, use_active_backend
 accelerator = use_active_backend()
 from deepspeed.accelerator import get_accelerator
 assert get_accelerator() is accelerator
 portlayer.set_device(1)
 held = accelerator.FloatTensor([1.0, 2.0, 3.0, 4.0])
+launcher_env = {}
+accelerator.set_visible_devices_envs(launcher_env, [0, 1])
 print(json.dumps({
     "class": type(accelerator).__name__, "name": accelerator.device_name(), "named": accelerator.device_name(1),
     "current": accelerator.current_device_name(), "collective": accelerator.communication_backend_name(),
@@ -30,6 +34,16 @@ print(json.dumps({
     "count": accelerator.device_count(), "fp64": accelerator.is_fp64_supported(),
     "visible": accelerator.visible_devices_envs(), "ops": accelerator.create_op_builder("FusedAdamBuilder"),
     "synchronized": accelerator.is_synchronized_device(),
+    "stats": accelerator.memory_stats(1).get("allocated_bytes.all.current"),
+    "dtypes": [str(dtype) for dtype in accelerator.supported_dtypes()], "bf16": portlayer.is_bf16_supported(),
+    "triton": accelerator.is_triton_supported(), "exported": accelerator.export_envs(), "launcher": launcher_env,
+    "ds_env_after": os.environ.get("DS_ACCELERATOR"),
+    "allocated_0": accelerator.memory_allocated(0),
+    "free_and_total": [accelerator.available_memory(1), accelerator.total_memory(1)], "info": portlayer.mem_get_info(1),
+    "one_class": accelerator_class() is type(accelerator),
+    "portlayers_stream_and_event": accelerator.Stream is portlayer.Stream and accelerator.Event is portlayer.Event,
+    "constructed": {name: str(getattr(accelerator, name)([1]).dtype) for name in (
+        "BFloat16Tensor", "ByteTensor", "DoubleTensor", "FloatTensor", "HalfTensor", "IntTensor", "LongTensor")},
 }))
 """
 
@@ -59,11 +73,40 @@ def test_musa_gets_portlayers_accelerator_answering_for_the_stand_in_device(stan
     assert seen["visible"] == ["MUSA_VISIBLE_DEVICES"]
     assert seen["ops"] is None  # DeepSpeed's "no such op here": nothing to compile
     assert seen["synchronized"] is False
+    assert seen["stats"] == 16  # the device module's own memory_stats, as memory_allocated's figure
+    # float64 is among the dtypes the musa record says the device emulates; float16 is not.
+    assert seen["dtypes"] == ["torch.float32", "torch.float16"] + (["torch.bfloat16"] if seen["bf16"] else [])
+    assert seen["triton"] is False
+    # DeepSpeed's launcher forwards the variables named with these prefixes (NCCL_*, CUDA_* on cuda).
+    assert seen["exported"] == ["MCCL", "MUSA"]
+    assert seen["launcher"] == {"MUSA_VISIBLE_DEVICES": "0,1"}
+    assert seen["ds_env_after"] is None  # DeepSpeed was told cpu while importing, and the variable put back
+    assert seen["allocated_0"] == 0  # the device asked for, not the current one
+    # Available is what is free, not the device's total (mem_get_info answers both).
+    assert seen["free_and_total"] == [seen["info"][0], seen["info"][1]]
+    assert seen["one_class"] and seen["portlayers_stream_and_event"]
+    assert seen["constructed"] == {
+        "BFloat16Tensor": "torch.bfloat16", "ByteTensor": "torch.uint8", "DoubleTensor": "torch.float64",
+        "FloatTensor": "torch.float32", "HalfTensor": "torch.float16", "IntTensor": "torch.int32",
+        "LongTensor": "torch.int64",
+    }
 
 
 def test_the_cpu_gets_deepspeeds_own_accelerator_over_gloo_without_oneccl():
     seen = fresh_process_json(ON_CPU, env={"PORTLAYER_BACKEND": "cpu"}, timeout=300, fake_plugins=False)
     assert seen == {"class": "CPU_Accelerator", "collective": "gloo"}
+
+
+@pytest.mark.parametrize(("backend", "told"), [("cpu", "npu"), ("npu", "cpu")])
+def test_deepspeed_told_another_accelerator_than_portlayers_backend_is_refused(stand_in_device, backend, told):
+    # DS_ACCELERATOR set by hand wins over portlayer's choice (setdefault): the run stops before two devices mix.
+    env = {**environment("npu"), "PORTLAYER_BACKEND": backend, "DS_ACCELERATOR": told}
+    result = run_python(ON_CPU, env=env, timeout=300)
+    assert result.returncode != 0
+    assert result.stderr.strip().splitlines()[-1].endswith(
+        f"DeepSpeed chose its {told} accelerator, but portlayer's backend is {backend}: "
+        f"unset DS_ACCELERATOR or set it to {backend}"
+    )
 
 
 def test_the_list_portlayer_keeps_is_deepspeeds():
