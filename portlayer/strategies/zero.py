@@ -31,9 +31,14 @@ _BUCKET_ELEMENTS = 500_000_000
 _NEVER = 2**31 - 1
 
 
+# ZeRO-1/2 refuse a bucket that is not a multiple of this (stage_1_and_2.py: nccl_start_alignment_factor).
+_BUCKET_ALIGNMENT = 2
+
+
 def bucket_elements(parameters: int) -> int:
-    """The engine's reduce and all-gather buckets, in elements, for a model of `parameters` elements."""
-    return min(_BUCKET_ELEMENTS, parameters)
+    """The engine's reduce and all-gather buckets, in elements, for a model of `parameters` elements: the
+    model's count rounded up to the engine's alignment where that is smaller than the default."""
+    return min(_BUCKET_ELEMENTS, -(-parameters // _BUCKET_ALIGNMENT) * _BUCKET_ALIGNMENT)
 
 
 def deepspeed_config(strategy: Strategy, setup: Setup, parameters: int) -> dict:

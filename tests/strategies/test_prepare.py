@@ -197,6 +197,7 @@ def test_zero_buckets_are_deepspeeds_default_or_the_whole_model_when_smaller():
     from portlayer.strategies.zero import bucket_elements, deepspeed_config
 
     assert bucket_elements(1000) == 1000
+    assert bucket_elements(1001) == 1002  # ZeRO-1/2 refuse a bucket that is not a multiple of 2
     assert bucket_elements(10**10) == 500_000_000
     config = deepspeed_config(get_strategy("zero2"), setup(micro_batch=4, grad_accum=2, max_grad_norm=1.0), 1000)
     assert config["train_micro_batch_size_per_gpu"] == 4 and config["gradient_accumulation_steps"] == 2
@@ -290,7 +291,7 @@ def test_zero_in_a_process_group_is_deepspeeds_engine_at_the_strategys_stage(one
     # The variables DeepSpeed's engine reads from its launcher; its cpu accelerator, portlayer's cpu backend's.
     for name, value in {"LOCAL_RANK": "0", "RANK": "0", "WORLD_SIZE": "1", "DS_ACCELERATOR": "cpu"}.items():
         monkeypatch.setenv(name, value)
-    model = torch.nn.Linear(2, 2)  # 6 elements: ZeRO aligns its buckets to 2
+    model = torch.nn.Linear(2, 1)  # 3 elements: the buckets are rounded up to ZeRO's alignment, 2
     adamw = lambda parameters: torch.optim.AdamW(parameters, lr=0.1)  # noqa: E731
     parallel = prepare(get_strategy("zero1"), model, setup(group=one_rank_group, make_optimizer=adamw))
     import deepspeed.ops
