@@ -72,7 +72,7 @@ class Prefilter:
 
 class Trigger:
     """The statement test: does one of a statement's words have a rule's word (`search`, one word at a
-    time), and on which lines of a text may one stand (`lines`, to read closely)."""
+    time), and where in a text may one stand (`offsets`: the lines the analysis reads closely)."""
 
     def __init__(self, words: Words):
         self.pattern = words.pattern()
