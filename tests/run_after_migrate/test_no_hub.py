@@ -1,5 +1,6 @@
 """The run-after-migrate programs name hub models and data sets; the suite builds each one locally under that
-name (public_programs.py, test_zero2_program.py). A name it did not build must fail in the run, not download."""
+name (public_programs.py, test_zero2_program.py). A name it did not build must fail in the run, not download:
+every run is offline for the hub's client, transformers and datasets, and the hub's address is a closed port."""
 
 from __future__ import annotations
 
@@ -8,16 +9,27 @@ import sys
 
 from tests.run_after_migrate.launch import TARGETS, environment
 
-# A repository id that no hub holds: whatever the network, nothing can come down; what is shown is that the
-# run does not try (offline, the hub's address a closed local port).
-LOAD = "from transformers import AutoTokenizer\nAutoTokenizer.from_pretrained('portlayer-tests/never-built')\n"
+# What a run's loaders consult before any download, and what an attempt to reach the hub meets. No model or
+# data set is named: nothing is loaded.
+PROBE = """
+import socket, urllib.parse
+import datasets.config, huggingface_hub.constants, transformers.utils.hub
+print(huggingface_hub.constants.HF_HUB_OFFLINE, transformers.utils.hub.is_offline_mode(),
+      datasets.config.HF_HUB_OFFLINE)
+endpoint = urllib.parse.urlsplit(huggingface_hub.constants.ENDPOINT)
+try:
+    socket.create_connection((endpoint.hostname, endpoint.port), timeout=5).close()
+    print("reached", endpoint.netloc)
+except OSError:
+    print("refused", endpoint.netloc)
+"""
 
 
 def test_no_run_reaches_the_hub(tmp_path):
     host = next(target for target in TARGETS if target.name == "neutral")
     run = subprocess.run(
-        [sys.executable, "-c", LOAD], cwd=tmp_path, env=environment(host), capture_output=True, text=True, timeout=120
+        [sys.executable, "-c", PROBE], cwd=tmp_path, env=environment(host), capture_output=True, text=True, timeout=120
     )
-    assert run.returncode != 0
-    assert "offline" in run.stderr.lower() or "127.0.0.1" in run.stderr, run.stderr[-2000:]
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.split() == ["True", "True", "True", "refused", "127.0.0.1:9"]
     assert list(tmp_path.iterdir()) == []
