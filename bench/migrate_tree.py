@@ -41,20 +41,24 @@ def default_tree() -> Path:
     return Path(next(iter(spec.submodule_search_locations)))
 
 
-def floor_seconds(tree: Path, collector: bool = True) -> tuple[float, float, int, int]:
-    """Wall and CPU seconds of the anchor, the number of files and of those that mention cuda/nccl."""
+def mentioning(tree: Path) -> tuple[list[str], int]:
+    """The texts of the tree's Python files that mention cuda/nccl, and the number of files."""
     found, _ = discover([tree])
     texts = [f.path.read_text(encoding="utf-8", errors="replace") for f in found if f.kind == "python"]
-    mentioning = [text for text in texts if MENTIONS.search(text)]
+    return [text for text in texts if MENTIONS.search(text)], len(found)
+
+
+def floor_seconds(texts: list[str], collector: bool = True) -> tuple[float, float]:
+    """Wall and CPU seconds of the anchor over `texts`."""
     printed = 0
     if not collector:
         gc.disable()
     try:
         start, cpu = time.perf_counter(), time.process_time()
-        for text in mentioning:
+        for text in texts:
             with contextlib.suppress(cst.ParserSyntaxError):
                 printed += len(cst.parse_module(text).code)
-        return time.perf_counter() - start, time.process_time() - cpu, len(found), len(mentioning)
+        return time.perf_counter() - start, time.process_time() - cpu
     finally:
         gc.enable()
 
@@ -87,10 +91,11 @@ def migrate_seconds(tree: Path, target: str) -> tuple[float, float, str]:
 def main() -> None:
     tree = Path(sys.argv[1]) if len(sys.argv) > 1 else default_tree()
     runs = {target: migrate_seconds(tree, target) for target in ("neutral", "npu")}
-    floor, floor_cpu, files, mentioning = floor_seconds(tree)
-    paused, paused_cpu, _, _ = floor_seconds(tree, collector=False)
-    print(f"tree: {tree} ({files} files, {mentioning} mention cuda/nccl)")
-    print(f"floor, LibCST parse + print of the {mentioning} files, one process: {floor:.2f} s ({floor_cpu:.2f} s cpu)")
+    texts, files = mentioning(tree)
+    floor, floor_cpu = floor_seconds(texts)
+    paused, paused_cpu = floor_seconds(texts, collector=False)
+    print(f"tree: {tree} ({files} files, {len(texts)} mention cuda/nccl)")
+    print(f"floor, LibCST parse + print of the {len(texts)} files, one process: {floor:.2f} s ({floor_cpu:.2f} s cpu)")
     print(f"  with the cycle collector paused: {paused:.2f} s ({paused_cpu:.2f} s cpu)")
     for target, (ours, cpu, summary) in runs.items():
         print(f"portlayer migrate --check --target {target}: {ours:.2f} s ({cpu:.2f} s cpu)  ({summary})")

@@ -33,7 +33,7 @@ class OwnHooksTransformer(cst.CSTTransformer):
         try:
             visit = self._visits[kind]
         except KeyError:
-            visit = self._visits[kind] = _own(type(self), f"visit_{kind.__name__}")
+            visit = self._visits[kind] = own_hook(type(self), f"visit_{kind.__name__}")
         return visit is None or visit(self, node) is not False
 
     def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode):
@@ -41,7 +41,7 @@ class OwnHooksTransformer(cst.CSTTransformer):
         try:
             leave = self._leaves[kind]
         except KeyError:
-            leave = self._leaves[kind] = _own(type(self), f"leave_{kind.__name__}")
+            leave = self._leaves[kind] = own_hook(type(self), f"leave_{kind.__name__}")
         return updated_node if leave is None else leave(self, original_node, updated_node)
 
     def on_visit_attribute(self, node: cst.CSTNode, attribute: str) -> None:
@@ -51,7 +51,7 @@ class OwnHooksTransformer(cst.CSTTransformer):
         pass
 
 
-def _own(cls: type, name: str) -> Callable | None:
+def own_hook(cls: type, name: str) -> Callable | None:
     """`cls`'s method `name`, or None where it is LibCST's no-op."""
     method = getattr(cls, name, None)
     return None if method is None or method is getattr(cst.CSTTransformer, name, None) else method

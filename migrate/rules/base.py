@@ -10,7 +10,7 @@ from typing import ClassVar
 
 import libcst as cst
 from portlayer.migrate.engine.analysis import ModuleImports
-from portlayer.migrate.engine.dispatch import OwnHooksTransformer
+from portlayer.migrate.engine.dispatch import OwnHooksTransformer, own_hook
 from portlayer.migrate.engine.imports import ImportPlan
 from portlayer.migrate.engine.locations import NodeLocations
 from portlayer.migrate.engine.printing import code_of
@@ -86,7 +86,7 @@ class Rule(OwnHooksTransformer):
         if "TRIGGER" in cls.__dict__:
             cls.trigger = cls.TRIGGER.pattern()
         for hook in ("visit_Module", "leave_Module"):
-            if getattr(cls, hook) is not getattr(cst.CSTTransformer, hook) and not cls.LOOKS_ACROSS_STATEMENTS:
+            if own_hook(cls, hook) is not None and not cls.LOOKS_ACROSS_STATEMENTS:
                 raise TypeError(f"{cls.__name__}.{hook} runs only for a rule that LOOKS_ACROSS_STATEMENTS")
 
     @classmethod
