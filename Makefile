@@ -48,15 +48,15 @@ test: $(DEEPSPEED_STAMP)
 # each in a venv of its own (.venv-torch<VERSION>, kept); not part of `make test`. COMPAT_TORCH picks releases.
 COMPAT_TORCH ?= 2.13.0 2.14.1
 test-compat: $(STAMP)
-	$(BIN)/python tests/compat/run.py $(COMPAT_TORCH)
+	$(BIN)/python tools/compat.py $(COMPAT_TORCH)
 
-# Mutation testing (cosmic-ray) of the modules listed in tests/mutation/run.py; not part of `make test`.
+# Mutation testing (cosmic-ray) of the modules listed in tools/mutation.py; not part of `make test`.
 # `make mutation MUTATION_TARGETS="compare shell"` runs some; an interrupted run resumes where it stopped.
 mutation: $(DEEPSPEED_STAMP)
-	$(BIN)/python tests/mutation/run.py $(MUTATION_TARGETS)
+	$(BIN)/python tools/mutation.py $(MUTATION_TARGETS)
 
 lint: $(STAMP)
-	$(BIN)/ruff check portlayer migrate reference_train tests bench examples setup.py
+	$(BIN)/ruff check portlayer migrate reference_train tests tools bench examples setup.py
 
 bench: $(BENCH_STAMP)
 	$(BIN)/python -m bench

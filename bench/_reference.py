@@ -17,11 +17,11 @@ import time
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import torch  # noqa: E402
+
+import portlayer  # noqa: E402
 from portlayer.train import data  # noqa: E402
 from portlayer.train.presets import build_model, get_preset  # noqa: E402
 from portlayer.train.train import Options, TrainingStep, World  # noqa: E402
-
-import portlayer  # noqa: E402
 
 PRESET = "gpt2-tiny"
 WARMUP = 10  # steps per side left out: allocations, first calls, the optimizers' state

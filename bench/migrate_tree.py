@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 
 import libcst as cst
+
 from portlayer.migrate.walk import discover
 
 MENTIONS = re.compile(r"cuda|nccl", re.IGNORECASE)

@@ -5,7 +5,7 @@
 Llama-2-70B's published shape (examples/configs/llama-2-70b/config.json: hidden 8192, 80 layers, 64 heads,
 8 KV heads), full fine-tuning in bf16, ZeRO-3 on 64 ranks, batch 1 per rank. The answer counts the 69B
 parameters on the meta device and steps the model cut to 1 and to 2 layers with fake tensors, scaled to 80
-(portlayer/preflight/per_rank.py; tests/test_preflight_sharding.py checks the scaling against a whole step).
+(portlayer/preflight/per_rank.py; tests/preflight/test_sharding.py checks the scaling against a whole step).
 The anchor, in the same run: one fake step of the 2-layer model, the unit of that work; stepping all 80
 layers would cost about 40 of them. Goal: the whole answer in 30 s or less on this machine.
 """

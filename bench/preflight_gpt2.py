@@ -21,10 +21,10 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import torch  # noqa: E402
-from portlayer.train import presets  # noqa: E402
 
 from portlayer import preflight  # noqa: E402
 from portlayer.preflight import model_source, plan  # noqa: E402
+from portlayer.train import presets  # noqa: E402
 
 
 def recorded_step(name: str, batch_size: int, seq_len: int) -> float:

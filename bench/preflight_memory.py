@@ -20,10 +20,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
-from portlayer.train import presets  # noqa: E402
 
 from portlayer.preflight import model_source, plan  # noqa: E402
 from portlayer.preflight.measure import cpu_peak, resident  # noqa: E402
+from portlayer.train import presets  # noqa: E402
 
 CONFIGS = [  # (preset, batch, seq, overrides)
     ("gpt2-tiny", 8, 64, {}),

@@ -16,9 +16,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))  # run alone or by `python -m bench`: find _reference
 import torch  # noqa: E402
 from _reference import WARMUP, preset_options, reference_step, report, timed_reference_step  # noqa: E402
+from transformers import get_cosine_schedule_with_warmup  # noqa: E402
+
 from portlayer.train import data  # noqa: E402
 from portlayer.train.train import TrainingStep  # noqa: E402
-from transformers import get_cosine_schedule_with_warmup  # noqa: E402
 
 
 class PlainTorchStep:

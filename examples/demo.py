@@ -27,7 +27,6 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE = REPO / "examples" / "cuda_ddp_train.py"
-BASELINES = REPO / "reference_train" / "baselines"
 OUTPUT = REPO / "runs" / "demo"
 PRESET = "gpt2-tiny"
 NPROC = 2
@@ -135,9 +134,11 @@ def train_on_the_stand_in_npu(env: dict) -> None:
 def pick_baseline() -> Path:
     """The committed baseline for the preset, from an accelerator when there is one (a stronger claim than
     cpu against cpu)."""
+    from portlayer.train.runfile import BASELINES
+
     candidates = sorted(BASELINES.glob(f"{PRESET}.*.json"), key=lambda path: ".cpu-" in path.name)
     if not candidates:
-        sys.exit(f"demo: no committed baseline for {PRESET} in {BASELINES.relative_to(REPO)}/")
+        sys.exit(f"demo: no committed baseline for {PRESET} in {BASELINES}/")
     return candidates[0]
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 
-from portlayer.migrate.model import Change, Diagnostic, MigrationResult
+from portlayer.migrate.results import Change, Diagnostic, MigrationResult
 
 SUFFIXES = (".yaml", ".yml")
 # Top-level keys `accelerate config` writes; a file with `distributed_type` and one more is one.
@@ -33,7 +33,7 @@ def is_accelerate_config(text: str) -> bool:
     return re.search(r"^distributed_type\s*:", text, re.MULTILINE) is not None and _KEYS.search(text) is not None
 
 
-def mentions_cuda(text: str) -> bool:
+def names_cuda_devices(text: str) -> bool:
     """Something in an accelerate config that names CUDA's devices (only such files are read further)."""
     return is_accelerate_config(text) and any(
         pattern.search(text) for pattern in (_DISTRIBUTED_TYPE, _GPU_IDS, _FP8))

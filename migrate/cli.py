@@ -17,18 +17,17 @@ import sys
 from pathlib import Path
 
 import click
-from portlayer.migrate import config as configuration
-from portlayer.migrate import job
-from portlayer.migrate.codes import CODES
-from portlayer.migrate.engine import TARGETS
-from portlayer.migrate.parallel import default_jobs, run_all
-from portlayer.migrate.progress import Progress
-from portlayer.migrate.report import Tally, write_report
-from portlayer.migrate.walk import Exclusions, discover, kind_of
 
 from portlayer.cli import UnusableInput
 from portlayer.errors import error_line
 from portlayer.findings import FORMATS, Finding, render, text_lines
+from portlayer.migrate import job, project_settings
+from portlayer.migrate.codes import CODES
+from portlayer.migrate.engine import TARGETS
+from portlayer.migrate.parallel import default_jobs, run_all
+from portlayer.migrate.progress import FileProgress
+from portlayer.migrate.report import Tally, write_report
+from portlayer.migrate.walk import Exclusions, discover, kind_of
 
 STDIN = Path("-")
 
@@ -157,19 +156,19 @@ def _reject_conflicting_options(paths: tuple[Path, ...], reading_stdin: bool, sh
         raise UnusableInput("--stdin-filename needs `-` as the path")
 
 
-def _load_config(paths: tuple[Path, ...], reading_stdin: bool, stdin_filename: Path | None) -> configuration.Config:
+def _load_config(paths: tuple[Path, ...], reading_stdin: bool, stdin_filename: Path | None) -> project_settings.Config:
     """pyproject's [tool.portlayer], found from the paths (from stdin's name, or the working directory)."""
     try:
-        return configuration.load(configuration.find([stdin_filename or Path.cwd()] if reading_stdin else paths),
+        return project_settings.load(project_settings.find([stdin_filename or Path.cwd()] if reading_stdin else paths),
                                   TARGETS)
-    except configuration.ConfigError as exc:
+    except project_settings.ConfigError as exc:
         raise UnusableInput(str(exc)) from None
 
 
 class _Run:
     """The results of one run as they come in: per-file ignores applied, counted, printed."""
 
-    def __init__(self, options: job.Options, config: configuration.Config, out: _Output):
+    def __init__(self, options: job.Options, config: project_settings.Config, out: _Output):
         self.options = options
         self.config = config
         self.out = out
@@ -189,7 +188,7 @@ class _Run:
         self.files(found, jobs)
 
     def files(self, found, jobs: int | None) -> None:
-        progress = Progress(len(found), sys.stderr, enabled=not self.out.quiet)
+        progress = FileProgress(len(found), sys.stderr, enabled=not self.out.quiet)
         process = functools.partial(job.process_file, options=self.options)
         try:
             for result in run_all(process, found, jobs or default_jobs(), work=sum(f.size for f in found)):

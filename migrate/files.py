@@ -11,7 +11,7 @@ import io
 import tokenize
 from dataclasses import dataclass
 
-from portlayer.migrate.model import SourceError
+from portlayer.migrate.results import SourceError
 
 
 class DecodeError(SourceError):

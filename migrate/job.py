@@ -14,14 +14,13 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from portlayer.atomic import write_atomic
 from portlayer.migrate import accelerate_config, engine, shell
 from portlayer.migrate.engine import parse_python
 from portlayer.migrate.files import DecodeError, SourceText, decode_python, decode_shell
-from portlayer.migrate.model import Change, Diagnostic, SourceError
+from portlayer.migrate.results import Change, Diagnostic, SourceError
 from portlayer.migrate.targets import target_named
 from portlayer.migrate.walk import Found
-
-from portlayer.atomic import write_atomic
 
 
 @dataclass(frozen=True)
@@ -93,12 +92,12 @@ def load(path: str, kind: str, data: bytes, target: str) -> Loaded | FileResult:
     except DecodeError as exc:
         return FileResult(path, kind, "failed", diagnostics=(_error("PL902", exc),))
     if kind == "shell":
-        mentions = shell.mentions_cuda(source.text)
+        worth_reading = shell.has_cuda_sites(source.text)
     elif kind == "config":
-        mentions = accelerate_config.mentions_cuda(source.text)
+        worth_reading = accelerate_config.names_cuda_devices(source.text)
     else:
-        mentions = engine.mentions_cuda(source.text, target)
-    if not mentions:
+        worth_reading = engine.may_change(source.text, target)
+    if not worth_reading:
         return FileResult(path, kind, "unchanged")
     return Loaded(path, kind, source)
 

@@ -12,9 +12,8 @@ from __future__ import annotations
 
 import re
 
-from portlayer.migrate.model import Diagnostic
-
 from portlayer.backends import BY_NAME
+from portlayer.migrate.results import Diagnostic
 from portlayer.strategies import deepspeed_devices as deepspeed_accelerators
 
 # Options of the runner that name devices or nodes: what the report lists.

@@ -10,7 +10,7 @@ from portlayer.progress import terminal_bar
 MIN_FILES = 200
 
 
-class Progress:
+class FileProgress:
     def __init__(self, total: int, stream: TextIO, enabled: bool = True):
         self.bar = terminal_bar(stream, enabled and total >= MIN_FILES, total=total, unit="file", leave=False,
                                 mininterval=0.1)

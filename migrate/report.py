@@ -11,10 +11,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from portlayer.atomic import write_atomic
 from portlayer.migrate.codes import CODES
 from portlayer.migrate.job import FileResult
-
-from portlayer.atomic import write_atomic
 
 SEVERITIES = ("error", "warning", "info")
 REPORT_VERSION = 1

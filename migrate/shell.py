@@ -18,13 +18,12 @@ import bisect
 import re
 from dataclasses import dataclass
 
-from portlayer.migrate import launchers
-from portlayer.migrate.model import Change, Diagnostic, MigrationResult
-from portlayer.migrate.targets import TARGETS
-from portlayer.migrate.variables import VARIABLE, VISIBLE_DEVICES, is_cuda_only, is_interesting
-
 from portlayer.backends import BY_NAME
 from portlayer.environment import aliases
+from portlayer.migrate import launchers
+from portlayer.migrate.results import Change, Diagnostic, MigrationResult
+from portlayer.migrate.targets import TARGETS
+from portlayer.migrate.variables import VARIABLE, VISIBLE_DEVICES, is_cuda_only, is_interesting
 
 # Words that may open a command without being its name.
 _PREFIX_WORDS = frozenset({"if", "then", "else", "elif", "do", "while", "until", "!", "{", "time"})
@@ -37,7 +36,7 @@ _INTEGER = re.compile(r"""(["']?)(\d+)\1$""")
 _OPERATOR_CHARS = ";&|()<>"
 
 
-def mentions_cuda(text: str) -> bool:
+def has_cuda_sites(text: str) -> bool:
     return "nvidia-smi" in text or VARIABLE.search(text) is not None or launchers.mentions_deepspeed(text)
 
 

@@ -11,10 +11,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from portlayer.migrate import cuda_api
-
 from portlayer.backends import PROBE_ORDER, Backend
 from portlayer.environment import aliases
+from portlayer.migrate import cuda_api
 
 # Placement on the torch target: the accelerator found at run time, else the cpu (`current_accelerator()`
 # alone is None on a cpu-only build and, on a CUDA build without a GPU, names the absent GPU).

@@ -17,6 +17,9 @@ SUBCOMMANDS = {
     "preflight": ("portlayer.preflight.cli", "preflight", "train"),
 }
 
+# Source folders that install under portlayer's name: a checkout on sys.path without an install lacks them.
+_MAPPED_PACKAGES = {"portlayer.migrate": "migrate", "portlayer.train": "reference_train"}
+
 
 class LazyGroup(click.Group):
     """A click group whose subcommands are imported only when one of them runs (or help lists them)."""
@@ -35,6 +38,11 @@ class LazyGroup(click.Group):
         try:
             module = importlib.import_module(module_name)
         except ModuleNotFoundError as exc:
+            if exc.name in _MAPPED_PACKAGES:
+                raise click.ClickException(
+                    f"'portlayer {name}' needs {exc.name}, which only an installed portlayer has "
+                    f"(setup.py maps {_MAPPED_PACKAGES[exc.name]}/ to it): pip install -e '.[{extra}]' in this checkout"
+                ) from None
             if extra is None or exc.name is None or exc.name.split(".")[0] == module_name.split(".")[0]:
                 raise
             raise click.ClickException(

@@ -13,8 +13,8 @@ from typing import Any
 from portlayer import amp, determinism, reducers
 from portlayer.api import MIRRORED
 from portlayer.backends import Backend
-from portlayer.fallbacks import FALLBACKS
 from portlayer.selection import Selection, select
+from portlayer.stand_ins import FALLBACKS
 
 _selection: Selection | None = None
 

@@ -9,11 +9,11 @@ import traceback
 from pathlib import Path
 
 import click
-from portlayer.train.presets import PRESETS, get_preset
 
 from portlayer.errors import PortlayerError, first_line, print_error
 from portlayer.strategies import DEFAULT as DEFAULT_STRATEGY
 from portlayer.strategies import STRATEGIES
+from portlayer.train.presets import PRESETS, get_preset
 
 FAULT_KINDS = ("exit", "hang")
 
@@ -130,8 +130,9 @@ def main(preset, steps, per_device_batch, seq_len, lr, warmup_steps, **rest):
 
 
 def run(preset_name, steps, per_device_batch, seq_len, lr, warmup_steps, rest) -> None:
-    from portlayer.train.train import Options, train
     from transformers.utils import logging as hf_logging
+
+    from portlayer.train.train import Options, train
 
     hf_logging.set_verbosity_error()
     preset = get_preset(preset_name)

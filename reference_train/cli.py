@@ -6,9 +6,9 @@ import json
 from pathlib import Path
 
 import click
-from portlayer.train.compare import DEFAULT_RTOL, IncomparableRuns, compare_runs
 
 from portlayer.cli import LazyGroup, UnusableInput
+from portlayer.train.compare import DEFAULT_RTOL, IncomparableRuns, compare_runs
 
 # name -> (module, attribute, extra); the training and locating commands pull in transformers, so they
 # load only when run.

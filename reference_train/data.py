@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from portlayer.train import corpus, tokenizer
 
 from portlayer import PortlayerError
 from portlayer.atomic import write_atomic
+from portlayer.train import corpus, tokenizer
 
 # File suffix -> the `datasets` builder that reads it.
 BUILDERS = {".txt": "text", ".text": "text", ".json": "json", ".jsonl": "json", ".parquet": "parquet"}

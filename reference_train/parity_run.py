@@ -19,11 +19,11 @@ import tempfile
 from pathlib import Path
 
 import click
-from portlayer.train.presets import PRESETS, get_preset
-from portlayer.train.progress import STEP_EVENTS_ENV, StepBar
 
 from portlayer.cli import UnusableInput
 from portlayer.errors import error_line
+from portlayer.train.presets import PRESETS, get_preset
+from portlayer.train.progress import STEP_EVENTS_ENV, StepBar
 
 # torchrun's own log records ("W1123 10:53:36.123000 4321 torch/distributed/…] …") and its failure report.
 _TORCHRUN_LOG = re.compile(r"^\[?[IWEF]\d{4} \d\d:\d\d:\d\d")

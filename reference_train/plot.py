@@ -6,9 +6,8 @@ import math
 import os
 from pathlib import Path
 
-from portlayer.train.compare import BF16_LIMIT, ROUNDING_LIMIT, TF32_LIMIT, Comparison
-
 from portlayer.atomic import replacing
+from portlayer.train.compare import BF16_LIMIT, ROUNDING_LIMIT, TF32_LIMIT, Comparison
 
 # A log axis cannot show 0. Steps whose losses are identical are drawn as their own markers on a floor line
 # labelled "0" at the bottom of the axis, never joined to the other steps (which made a passing run look

@@ -18,9 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from portlayer.train.tokenizer import VOCAB_SIZE
-
 from portlayer import PortlayerError
+from portlayer.train.tokenizer import VOCAB_SIZE
 
 CONFIG_DIR = Path(__file__).parent / "configs"
 

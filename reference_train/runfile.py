@@ -15,6 +15,7 @@ import json
 import math
 import os
 import re
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,9 @@ from portlayer import PortlayerError
 from portlayer.atomic import write_atomic
 
 SCHEMA = "portlayer.parity.run/1"
+
+# The committed baselines, package data of portlayer.train: found where the package is installed.
+BASELINES = Path(str(resources.files(__package__).joinpath("baselines")))
 
 METADATA_FIELDS = (
     "backend",

@@ -10,9 +10,8 @@ from __future__ import annotations
 from functools import cache
 from pathlib import Path
 
-from portlayer.train.corpus import cache_dir, sha256_file
-
 from portlayer.atomic import write_atomic
+from portlayer.train.corpus import cache_dir, sha256_file
 
 VOCAB_SIZE = 2048
 

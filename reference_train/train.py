@@ -21,6 +21,12 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
+
+import portlayer
+from portlayer import strategies
+from portlayer.errors import PortlayerError, print_error
+from portlayer.progress import terminal_bar
+from portlayer.strategies.parallel import Parallel, Setup
 from portlayer.train import checkpoint, data, runfile
 from portlayer.train.presets import (
     DROPOUT_FIELD,
@@ -31,12 +37,6 @@ from portlayer.train.presets import (
     read_override_file,
 )
 from portlayer.train.progress import STEP_EVENTS_ENV, step_event
-
-import portlayer
-from portlayer import strategies
-from portlayer.errors import PortlayerError, print_error
-from portlayer.progress import terminal_bar
-from portlayer.strategies.parallel import Parallel, Setup
 
 STARTUP_TIMEOUT = timedelta(minutes=30)
 PRECISIONS = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}

@@ -8,7 +8,7 @@ import importlib.util
 
 import torch
 
-from tests.conftest import REPO
+from tests.processes import REPO
 
 STEPS, WORLD_SIZE, BATCH_SIZE, SEQ_LEN, LR, SEED = 4, 2, 4, 32, 1e-3, 0
 

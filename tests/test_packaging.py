@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import subprocess
+import sys
 from importlib import metadata
 from pathlib import Path
 
@@ -91,3 +92,25 @@ def test_make_venv_and_test_build_deepspeed_against_the_installed_torch(tmp_path
         assert install.startswith("DS_BUILD_OPS=0 ")
         assert "-c constraints.txt --no-build-isolation -e '.[deepspeed]'" in install
         assert planned.index("-c constraints.txt wheel") < planned.index(install)
+
+
+def test_a_checkout_without_an_install_names_the_missing_package_in_one_line(tmp_path):
+    # The interpreter without site's .pth files: site-packages (click, torch) on the path, but not the
+    # editable install's finder, so `portlayer` is this checkout's folder and portlayer.migrate is missing.
+    site_packages = next(path for path in sys.path if path.endswith("site-packages"))
+    code = (f"import sys; sys.path[:0] = [{str(ROOT)!r}, {site_packages!r}]; "
+            "from portlayer.cli import main; main(['migrate', '--check', '.'])")
+    result = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True, cwd=tmp_path,
+                            timeout=120)
+    assert result.returncode == 1, result.stderr
+    assert result.stderr.splitlines() == [
+        "portlayer: error: 'portlayer migrate' needs portlayer.migrate, which only an installed portlayer has "
+        "(setup.py maps migrate/ to it): pip install -e '.[migrate]' in this checkout"
+    ]
+
+
+def test_committed_baselines_are_found_through_the_installed_package():
+    from portlayer.train.runfile import BASELINES
+
+    assert sorted(path.name for path in BASELINES.glob("*.cpu-cpu.json")) == [
+        "bert-base-uncased-tiny.cpu-cpu.json", "gpt2-tiny.cpu-cpu.json", "mixtral-8x7b-tiny.cpu-cpu.json"]

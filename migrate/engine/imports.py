@@ -15,6 +15,7 @@ import sys
 from dataclasses import dataclass, field
 
 import libcst as cst
+
 from portlayer.migrate.engine.analysis import (
     ImportSpec,
     first_line,
@@ -25,9 +26,9 @@ from portlayer.migrate.engine.analysis import (
     parse_python,
     source_lines,
 )
-from portlayer.migrate.engine.fallbacks import take_fallbacks
+from portlayer.migrate.engine.import_statements import alias_binding, top_module
 from portlayer.migrate.engine.printing import code_of
-from portlayer.migrate.import_statements import alias_binding, top_module
+from portlayer.migrate.engine.program_fallbacks import take_fallbacks
 
 # What a rule leaves for a statement it drops (`pass  # portlayer: dropped`): removed here, or a plain
 # `pass` where the block would otherwise be empty.

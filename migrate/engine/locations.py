@@ -20,6 +20,7 @@ from collections.abc import Sequence
 
 import libcst as cst
 from libcst.metadata import CodePosition, MetadataWrapper, PositionProvider
+
 from portlayer.migrate.engine.analysis import Span
 
 

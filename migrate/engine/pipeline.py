@@ -16,25 +16,26 @@ from functools import reduce
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper
-from portlayer.migrate import regions
-from portlayer.migrate.annotate import Annotate
-from portlayer.migrate.dataflow import find_data_flow, int_device_diagnostics
+
+from portlayer.migrate.engine import regions
 from portlayer.migrate.engine.analysis import analyse
-from portlayer.migrate.engine.fallbacks import Fallback, find_fallbacks
+from portlayer.migrate.engine.annotate import Annotate
+from portlayer.migrate.engine.dataflow import find_data_flow, int_device_diagnostics
+from portlayer.migrate.engine.guards import dispatch_diagnostics, find_guards
 from portlayer.migrate.engine.imports import ImportPlan
 from portlayer.migrate.engine.locations import NodeLocations
+from portlayer.migrate.engine.program_fallbacks import Fallback, find_fallbacks
 from portlayer.migrate.engine.quotes import QuotesInsideFStrings
 from portlayer.migrate.engine.snippets import Snippets
 from portlayer.migrate.engine.triggers import Prefilter
-from portlayer.migrate.guards import dispatch_diagnostics, find_guards
-from portlayer.migrate.model import Change, Diagnostic, MigrationResult, SourceError
+from portlayer.migrate.results import Change, Diagnostic, MigrationResult, SourceError
 from portlayer.migrate.rules import RULES, CudaOnlyLibraries
 from portlayer.migrate.rules.base import FileContext, Rule
 from portlayer.migrate.rules.int_devices import IntDeviceIndices
 from portlayer.migrate.rules.libraries import FALLBACK_LIBRARIES
 from portlayer.migrate.targets import TARGETS, Target, target_named
 
-__all__ = ["TARGETS", "migrate_source", "mentions_cuda", "prefilter", "SourceError", "MigrationResult"]
+__all__ = ["TARGETS", "migrate_source", "may_change", "prefilter", "SourceError", "MigrationResult"]
 
 
 # An f-string prefix (f, rf, fr in any case) where a string starts.
@@ -56,7 +57,7 @@ def prefilter(target: Target) -> Prefilter:
     return _PREFILTERS[target.name]
 
 
-def mentions_cuda(source: str, target: str = "neutral") -> bool:
+def may_change(source: str, target: str = "neutral") -> bool:
     """Cheap test: False means `migrate_source` would return `source` unchanged and report nothing."""
     return prefilter(target_named(target)).matches(source)
 

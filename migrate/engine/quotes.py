@@ -10,6 +10,7 @@ where both are taken (an f-string inside an f-string), it is left as it is.
 from __future__ import annotations
 
 import libcst as cst
+
 from portlayer.migrate.engine.dispatch import OwnHooksTransformer
 
 _QUOTES = ('"', "'")

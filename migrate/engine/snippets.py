@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import libcst as cst
+
 from portlayer.migrate.engine.analysis import Span, newline_of
 
 _HEADER = "if True:"

@@ -10,6 +10,7 @@ keywords. Other targets keep torch's classes and name the device type (the Devic
 from __future__ import annotations
 
 import libcst as cst
+
 from portlayer.migrate.engine.triggers import Words
 from portlayer.migrate.rules.base import Rule, code_of
 

@@ -28,6 +28,7 @@ tests/migrate/test_library_numerics.py; what is not exact is listed in docs/migr
 from __future__ import annotations
 
 import libcst as cst
+
 from portlayer.migrate.engine.printing import code_of
 from portlayer.migrate.engine.triggers import Words
 from portlayer.migrate.rules.library_calls import (

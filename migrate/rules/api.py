@@ -8,6 +8,7 @@ own rule.
 from __future__ import annotations
 
 import libcst as cst
+
 from portlayer.migrate import cuda_api
 from portlayer.migrate.engine.triggers import Words
 from portlayer.migrate.rules.base import ReferenceRule, code_of

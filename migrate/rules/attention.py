@@ -33,6 +33,7 @@ xformers/ops/fmha/__init__.py (memory_efficient_attention's docstring) and attn_
 from __future__ import annotations
 
 import libcst as cst
+
 from portlayer.migrate.engine.printing import code_of
 from portlayer.migrate.engine.triggers import Words
 from portlayer.migrate.rules.library_calls import (

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 import libcst as cst
+
 from portlayer.migrate.engine.analysis import ModuleImports
 from portlayer.migrate.engine.dispatch import OwnHooksTransformer, own_hook
 from portlayer.migrate.engine.imports import ImportPlan
@@ -16,7 +17,7 @@ from portlayer.migrate.engine.locations import NodeLocations
 from portlayer.migrate.engine.printing import code_of
 from portlayer.migrate.engine.scopes import Scope
 from portlayer.migrate.engine.triggers import Words
-from portlayer.migrate.model import Change, Diagnostic
+from portlayer.migrate.results import Change, Diagnostic
 from portlayer.migrate.targets import Target
 
 # Nodes whose `name` is a name they bind, and nodes whose `target` is: what a bound name sits in.
@@ -47,12 +48,12 @@ class FileContext:
     file_line: Callable[[int], int | None]  # a line of the code the rules see -> the file's
     # The file's line of an optional import (try/except ImportError, under an `if`) -> why it is optional.
     optional_imports: Mapping[int, str] = field(default_factory=dict)
-    # One step of data flow (`portlayer.migrate.dataflow`): names that hold an int device index, and the
+    # One step of data flow (`portlayer.migrate.engine.dataflow`): names that hold an int device index, and the
     # file's lines of `name = "cuda..."` whose name is read only as a device.
     int_names: frozenset[str] = frozenset()
     device_string_lines: frozenset[int] = frozenset()
     # The lines of each `try: import <CUDA-only library> except ImportError: <fallback>` that gives way to
-    # its fallback (`portlayer.migrate.engine.fallbacks`), and the names whose use the program's own
+    # its fallback (`portlayer.migrate.engine.program_fallbacks`), and the names whose use the program's own
     # fallback or check decides (bound there, or by an import under an `if`): no rule rewrites their uses.
     fallback_lines: frozenset[int] = frozenset()
     left_to_program: frozenset[str] = frozenset()

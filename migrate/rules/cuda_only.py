@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import libcst as cst
+
 from portlayer.migrate.engine.triggers import Words
 from portlayer.migrate.rules.base import ReferenceRule, dotted
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 
 import libcst as cst
+
 from portlayer.migrate.engine.triggers import Words
 from portlayer.migrate.rules.base import code_of, dotted
 from portlayer.migrate.rules.strings import (
@@ -145,7 +146,7 @@ class Devices(StringRoleRule):
 
     def visit_Assign(self, node: cst.Assign) -> None:
         super().visit_Assign(node)
-        # `loc = f"cuda:{i}"` read only as a device in its function (portlayer.migrate.dataflow).
+        # `loc = f"cuda:{i}"` read only as a device in its function (portlayer.migrate.engine.dataflow).
         if self.position(node)[0] in self.context.device_string_lines:
             self.assign_role(node.value, DEVICE_STRING)
 

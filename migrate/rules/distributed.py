@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 
 import libcst as cst
+
 from portlayer.migrate.engine.triggers import Words
 from portlayer.migrate.rules.base import Rule, code_of
 from portlayer.migrate.rules.strings import StringNode, StringRoleRule, last_identifier

@@ -9,11 +9,11 @@ backends whose records list the risk (PL502); most such uses are on the cpu, whe
 from __future__ import annotations
 
 import libcst as cst
+
+from portlayer.backends import PROBE_ORDER
 from portlayer.migrate.engine.triggers import Words
 from portlayer.migrate.rules.base import ReferenceRule
 from portlayer.migrate.rules.strings import is_method
-
-from portlayer.backends import PROBE_ORDER
 
 _FLOAT64 = {"torch.float64", "torch.double", "torch.DoubleTensor", "torch.cuda.DoubleTensor"}
 

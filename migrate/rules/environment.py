@@ -14,6 +14,7 @@ is, the runtime translates them at start-up (PL606, info). torch: there is no de
 from __future__ import annotations
 
 import libcst as cst
+
 from portlayer.migrate.engine.triggers import Words
 from portlayer.migrate.rules.base import Rule
 from portlayer.migrate.rules.strings import is_docstring, string_value

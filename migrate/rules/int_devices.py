@@ -1,5 +1,5 @@
 """An int given as a device means a CUDA device: `.to(self.gpu_id)`, `model.to(local_rank)`,
-`torch.zeros(2, device=rank)`. Where the file provably makes the value an int (`portlayer.migrate.dataflow`),
+`torch.zeros(2, device=rank)`. Where the file provably makes the value an int (`portlayer.migrate.engine.dataflow`),
 the rewrite names the target's device (`.to(portlayer.device(self.gpu_id))`), which is the cpu where there
 is no accelerator; a value named like a GPU index that is not provably an int is reported (PL412).
 
@@ -9,6 +9,7 @@ Vendor targets keep the int: their plugins map an index to their own device.
 from __future__ import annotations
 
 import libcst as cst
+
 from portlayer.migrate.engine.triggers import Words
 from portlayer.migrate.rules.base import Rule, code_of, dotted
 from portlayer.migrate.rules.strings import is_method

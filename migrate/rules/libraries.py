@@ -8,6 +8,7 @@ A library is matched by the top-level package of an absolute import; `attn_imple
 from __future__ import annotations
 
 import libcst as cst
+
 from portlayer.migrate.codes import CODES
 from portlayer.migrate.engine.triggers import Words
 from portlayer.migrate.rules.base import Rule, dotted

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 import libcst as cst
+
 from portlayer.migrate.engine.printing import code_of
 from portlayer.migrate.rules.base import Rule, dotted
 

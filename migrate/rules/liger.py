@@ -19,6 +19,7 @@ fused_linear_cross_entropy.py, monkey_patch.py; the loss's math in src/liger_ker
 from __future__ import annotations
 
 import libcst as cst
+
 from portlayer.migrate.engine.imports import DROPPED
 from portlayer.migrate.engine.triggers import Words
 from portlayer.migrate.rules.library_calls import (

@@ -18,10 +18,10 @@
 from __future__ import annotations
 
 import libcst as cst
+
 from portlayer.migrate.engine.triggers import Words
 from portlayer.migrate.rules.base import Rule, code_of, dotted
 from portlayer.migrate.rules.strings import string_value
-
 from portlayer.strategies import deepspeed_devices as deepspeed_accelerators
 
 _INIT_DISTRIBUTED = {"deepspeed.init_distributed", "deepspeed.comm.init_distributed",

@@ -9,6 +9,7 @@ import re
 from typing import ClassVar
 
 import libcst as cst
+
 from portlayer.migrate.rules.base import Rule, code_of
 
 StringNode = cst.SimpleString | cst.FormattedString

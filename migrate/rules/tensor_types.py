@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 
 import libcst as cst
+
 from portlayer.migrate import cuda_api
 from portlayer.migrate.engine.triggers import Words
 from portlayer.migrate.rules.base import Rule, code_of

@@ -1,4 +1,4 @@
-from portlayer import fallbacks
+from portlayer import stand_ins
 from portlayer.backends.base import Backend
 
 BACKEND = Backend(
@@ -15,8 +15,8 @@ BACKEND = Backend(
         # Placement (`device()`, `device_type()`) still answers the cpu.
         "is_available": lambda module: lambda: False,
         "device_count": lambda module: lambda: 0,
-        "get_device_name": lambda module: fallbacks.cpu_name,
-        "get_device_properties": lambda module: fallbacks.cpu_properties,
+        "get_device_name": lambda module: stand_ins.cpu_name,
+        "get_device_properties": lambda module: stand_ins.cpu_properties,
         "is_bf16_supported": lambda module: lambda including_emulation=True: True,
     },
     # torch.cpu has these names, but current_device() answers "cpu" where code written for torch.cuda expects

@@ -5,5 +5,5 @@
 - `cuda_module`: `portlayer.torch.cuda`, torch.cuda's names answering for the active backend;
 - `patches`: the explicit, reversible process-wide patches (`portlayer.patch()` / `unpatch()`).
 
-What the runtime does where a backend lacks a concept is not here but in `portlayer/fallbacks.py`.
+What the runtime does where a backend lacks a concept is not here but in `portlayer/stand_ins.py`.
 """

@@ -23,7 +23,7 @@ import click
 from portlayer.errors import PortlayerError
 from portlayer.errors import fail as _fail
 from portlayer.findings import FORMATS
-from portlayer.preflight.targets import TARGETS
+from portlayer.preflight.plugin_backends import PLUGIN_BACKENDS
 from portlayer.progress import terminal_bar
 from portlayer.strategies import DEFAULT as DEFAULT_STRATEGY
 from portlayer.strategies import STRATEGIES
@@ -33,7 +33,7 @@ STAGES = {"setup": "loading torch and the model code", "model": "building the mo
           "suggest": "what would make it fit"}
 
 
-class Progress:
+class StageLine:
     """One line on a terminal's stderr naming the stage and the time so far (tqdm); nothing in a pipe."""
 
     def __init__(self, enabled: bool = True) -> None:
@@ -41,7 +41,7 @@ class Progress:
                                 bar_format="preflight: {desc} [{elapsed}]", desc=STAGES["setup"])
 
     @classmethod
-    def off(cls) -> Progress:
+    def off(cls) -> StageLine:
         return cls(enabled=False)
 
     def __call__(self, stage: str) -> None:
@@ -58,7 +58,7 @@ class Progress:
 @click.option("--preset", help="Model preset whose training step to check (gpt2, mixtral-8x7b, gpt2-tiny, …).")
 @click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False),
               help="A HuggingFace config.json instead of a preset (any architecture; read offline).")
-@click.option("--target", type=click.Choice(TARGETS),
+@click.option("--target", type=click.Choice(PLUGIN_BACKENDS),
               help="Backend to check the ops against. Default: the --device's, when it has a plugin.")
 @click.option("--kernels", "kernels", type=click.Path(dir_okay=False),
               help="Kernel list to check against (from --export-kernels, or one op name a line).")
@@ -97,7 +97,7 @@ def preflight(preset, config_path, target, kernels, report_path, export_path, ba
         _fail("pass --preset NAME or --config PATH (or --export-kernels FILE)")
     if device_name and memory_size:
         _fail("pass --device or --memory, not both")
-    progress = Progress()
+    progress = StageLine()
     try:
         from portlayer.preflight.model_source import Training
         from portlayer.preflight.plan import Shape, parse_override
@@ -149,7 +149,7 @@ def _device_backend(device_name):
     from portlayer.preflight import devices
 
     backend = devices.get_device(device_name).backend if device_name else None
-    return backend if backend in TARGETS else None
+    return backend if backend in PLUGIN_BACKENDS else None
 
 
 def _capacity(device_name, memory_size):

@@ -24,7 +24,7 @@ import torch
 from portlayer.atomic import write_atomic
 from portlayer.backends import BY_NAME
 from portlayer.errors import PortlayerError
-from portlayer.preflight.targets import TARGETS
+from portlayer.preflight.plugin_backends import PLUGIN_BACKENDS
 from portlayer.selection import device_module, module_installed
 
 # A kernel under one of these is written in terms of other ops and runs on any backend.
@@ -200,8 +200,8 @@ def bundled_list(target: str) -> Path | None:
 
 def resolve(target: str, kernels: str | Path | None = None) -> KernelSource:
     """The best source available here for `target`, or the list file the caller chose."""
-    if target not in TARGETS:
-        raise KernelListError(f"unknown target {target!r}: choose one of {', '.join(TARGETS)}")
+    if target not in PLUGIN_BACKENDS:
+        raise KernelListError(f"unknown target {target!r}: choose one of {', '.join(PLUGIN_BACKENDS)}")
     if kernels is not None:
         return from_file(kernels, target)
     if plugin_registered(target):
@@ -217,8 +217,8 @@ def resolve(target: str, kernels: str | Path | None = None) -> KernelSource:
 
 def export_kernels(target: str, path: str | Path) -> int:
     """Write every op the installed plugin has a kernel for; return how many. Run where the plugin works."""
-    if target not in TARGETS:
-        raise KernelListError(f"unknown target {target!r}: choose one of {', '.join(TARGETS)}")
+    if target not in PLUGIN_BACKENDS:
+        raise KernelListError(f"unknown target {target!r}: choose one of {', '.join(PLUGIN_BACKENDS)}")
     if not plugin_registered(target):
         raise KernelListError(
             f"--export-kernels needs {vendor_module(target)} installed and loading here; "

@@ -12,8 +12,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from portlayer.train.locate.tree import float_leaves, tree_map
 from torch import nn
+
+from portlayer.train.locate.tree import float_leaves, tree_map
 
 
 @dataclass

@@ -8,12 +8,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
+
+from portlayer.cli import UnusableInput
 from portlayer.train.locate.capture import NoLossError
 from portlayer.train.locate.dump import DumpError
 from portlayer.train.locate.sides import parse_dtype
 from portlayer.train.locate.source import ModelUnavailable, from_factory, from_preset
-
-from portlayer.cli import UnusableInput
 
 
 def _dtype(ctx, param, value):

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 
 import torch
+
 from portlayer.train.locate.dump import Dump, DumpedCall, DumpError
 from portlayer.train.locate.error import Error, compare, compare_each, compare_flat
 from portlayer.train.locate.oracle import default_tolerance as dtype_tolerance

@@ -22,14 +22,14 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from torch import nn
+
+from portlayer.atomic import replacing, write_atomic
 from portlayer.train.locate.capture import trace
 from portlayer.train.locate.oracle import model_dtype, move_batch, prepare_copy
 from portlayer.train.locate.sides import Side, parse_dtype
 from portlayer.train.locate.stats import SAMPLE_SIZE, Stats
 from portlayer.train.locate.tree import leaves
-from torch import nn
-
-from portlayer.atomic import replacing, write_atomic
 
 FORMAT = "portlayer-parity-dump"
 VERSION = 1

@@ -13,12 +13,13 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+from torch import nn
+
 from portlayer.train.locate.capture import Call, trace
 from portlayer.train.locate.error import Error, compare, compare_each
 from portlayer.train.locate.report import LocateReport, Row
 from portlayer.train.locate.sides import Side
 from portlayer.train.locate.tree import float_leaves, tree_map
-from torch import nn
 
 ORACLE_DTYPE = torch.float64
 

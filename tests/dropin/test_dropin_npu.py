@@ -8,7 +8,7 @@ real, is tests/fake_device/.)
 
 import pytest
 
-from tests.conftest import fresh_process_json
+from tests.processes import fresh_process_json
 
 SCRIPT = r"""
 import json, os, tempfile

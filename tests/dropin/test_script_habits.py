@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import portlayer
-from tests.conftest import REPO, run_python
+from tests.processes import REPO, run_python
 
 
 def test_pin_memory_on_the_host_gives_a_copy_as_pinning_does(dropin):

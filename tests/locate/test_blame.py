@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from portlayer.train.locate.report import Row, blame
 
 # <model> ─ block ─ norm

@@ -7,8 +7,8 @@ import re
 
 import pytest
 from click.testing import CliRunner
-from portlayer.train.locate.cli import diff, dump, locate
 
+from portlayer.train.locate.cli import diff, dump, locate
 from tests.locate.models import one_thread  # noqa: F401 (a fixture)
 
 CLEAN = "tests.locate.models:clean_gpt2"

@@ -6,9 +6,9 @@ import json
 
 import pytest
 import torch
+
 from portlayer.train.locate import DumpError, collect, diff, read_dump, write_dump
 from portlayer.train.locate.stats import SAMPLE_SIZE, Stats, sample_indices
-
 from tests.locate.models import (  # noqa: F401 (one_thread is a fixture)
     conv1d_in_bf16,
     on_device_only,

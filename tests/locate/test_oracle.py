@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import torch
-from portlayer.train.locate import locate
 
+from portlayer.train.locate import locate
 from tests.locate.models import (  # noqa: F401 (one_thread is a fixture)
     backward_off_by_one_percent,
     conv1d_in_bf16,

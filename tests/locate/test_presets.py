@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 import torch
+
 from portlayer.train.locate import collect, diff, locate
 from portlayer.train.locate.source import from_preset
-
 from tests.locate.models import one_thread  # noqa: F401 (a fixture)
 
 

@@ -27,6 +27,7 @@ import math
 
 import pytest
 import torch
+
 from portlayer.migrate.engine import TARGETS, migrate_source
 
 

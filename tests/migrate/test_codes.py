@@ -4,6 +4,7 @@ import pathlib
 import re
 
 import pytest
+
 from portlayer.migrate.codes import CODES, markdown
 from portlayer.migrate.engine import migrate_source
 

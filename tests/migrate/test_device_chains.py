@@ -13,6 +13,7 @@ import subprocess
 import sys
 
 import pytest
+
 from portlayer.migrate.engine import migrate_source
 
 # A GPT training script's auto-detection (nanoGPT-style forks): the cpu unless CUDA, or Apple's mps.

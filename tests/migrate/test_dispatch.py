@@ -2,6 +2,7 @@
 
 import libcst as cst
 import pytest
+
 from portlayer.migrate.engine.dispatch import OwnHooksTransformer
 
 

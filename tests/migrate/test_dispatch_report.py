@@ -4,6 +4,7 @@ the chain by it."""
 from __future__ import annotations
 
 import pytest
+
 from portlayer.migrate.engine import migrate_source
 
 TAIL = "    torch.npu.set_device(0)\nelse:\n    torch.cuda.set_device(0)\n"

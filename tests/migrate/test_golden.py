@@ -12,6 +12,7 @@ import pathlib
 import re
 
 import pytest
+
 from portlayer.migrate.engine import TARGETS, migrate_source, run_rules
 from portlayer.migrate.targets import target_named
 

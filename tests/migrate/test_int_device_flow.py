@@ -7,8 +7,9 @@ from __future__ import annotations
 import ast
 
 import pytest
-from portlayer.migrate.dataflow import DataFlow, find_data_flow
+
 from portlayer.migrate.engine import migrate_source
+from portlayer.migrate.engine.dataflow import DataFlow, find_data_flow
 
 
 def test_an_int_device_is_reported_at_its_own_column():

@@ -9,6 +9,7 @@ import gc
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
+
 from portlayer.migrate.engine import migrate_source
 
 WORLD_SIZE = 2

@@ -8,6 +8,7 @@ import types
 
 import pytest
 import torch
+
 from portlayer.migrate.engine import migrate_source
 
 PROGRAM = """

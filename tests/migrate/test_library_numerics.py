@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+
 from portlayer.migrate.engine import migrate_source
 
 # Sources (full commits; abbreviated in the citations below): NVIDIA/apex@6424da3b4faa6c8f062da4a48c424fff3f02d42d,

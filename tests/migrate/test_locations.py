@@ -6,6 +6,7 @@ import pathlib
 import libcst as cst
 import pytest
 from libcst.metadata import MetadataWrapper, ParentNodeProvider, PositionProvider
+
 from portlayer.migrate.engine.analysis import analyse
 from portlayer.migrate.engine.locations import NodeLocations
 from portlayer.migrate.engine.snippets import Snippets

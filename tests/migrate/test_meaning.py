@@ -7,9 +7,9 @@ import warnings
 
 import pytest
 import torch
-from portlayer.migrate.engine import migrate_source
 
 import portlayer
+from portlayer.migrate.engine import migrate_source
 
 RUN_TARGETS = ("neutral", "torch")  # the vendors' own API needs their plugin to run
 

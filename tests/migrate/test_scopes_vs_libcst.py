@@ -27,6 +27,7 @@ from libcst.metadata import (
     QualifiedNameProvider,
     QualifiedNameSource,
 )
+
 from portlayer.migrate.engine.analysis import analyse
 
 GOLDEN = sorted((Path(__file__).parent / "golden").glob("*.in"))

@@ -3,6 +3,7 @@ rules over the whole file: what they convert must not depend on how much of the 
 
 import libcst as cst
 import pytest
+
 from portlayer.migrate.engine import TARGETS, migrate_source, prefilter, run_rules
 from portlayer.migrate.engine.analysis import analyse, source_lines
 from portlayer.migrate.engine.snippets import Snippets

@@ -5,6 +5,7 @@ run must change nothing — for every target."""
 import ast
 
 import pytest
+
 from portlayer.migrate.engine import TARGETS, migrate_source
 
 

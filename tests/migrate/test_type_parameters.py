@@ -13,6 +13,7 @@ import ast
 import sys
 
 import pytest
+
 from portlayer.migrate.engine import SourceError, migrate_source
 from portlayer.migrate.engine.analysis import _Walk, source_lines
 from portlayer.migrate.engine.scopes import FREE, LOCAL, Binding

@@ -11,8 +11,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from portlayer.migrate import job, parallel
 
+from portlayer.migrate import job, parallel
 from tests.migrate_cli.helpers import CUDA_SOURCE, PLAIN_SOURCE, snapshot, write_tree
 
 SYNCHRONIZED = "portlayer.synchronize()"

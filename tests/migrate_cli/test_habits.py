@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 import yaml
 from click.testing import CliRunner
-from portlayer.migrate.progress import Progress
-from portlayer.migrate.walk import shebang_kind
 
 from portlayer.cli import cli
 from portlayer.findings import Finding, github_line
+from portlayer.migrate.progress import FileProgress
+from portlayer.migrate.walk import shebang_kind
 from tests.migrate_cli.helpers import CUDA_SOURCE, PLAIN_SOURCE, snapshot, write_tree
 
 REPO = Path(__file__).resolve().parents[2]
@@ -338,7 +338,7 @@ class _Terminal(io.StringIO):
 def test_progress_bar_only_on_a_terminal_and_only_for_large_runs():
     terminal, pipe, small = _Terminal(), io.StringIO(), _Terminal()
     for stream, total in ((terminal, 300), (pipe, 300), (small, 10)):
-        progress = Progress(total, stream)
+        progress = FileProgress(total, stream)
         for _ in range(total):
             progress.advance()
         progress.close()

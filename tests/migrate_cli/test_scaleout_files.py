@@ -11,9 +11,9 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from portlayer.migrate.accelerate_config import migrate_config
 from portlayer.migrate.shell import migrate_shell
-
 from tests import fake_device
 from tests.migrate_cli.helpers import snapshot, write_tree
 

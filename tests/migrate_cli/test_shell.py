@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from portlayer.migrate.shell import migrate_shell
 
 LAUNCH = """\

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 
 import pytest
+
 from portlayer.train import runfile
 
 LOSSES = [10.8, 10.1, 9.7, 9.4, 9.2, 9.05]

@@ -4,6 +4,7 @@ import dataclasses
 import math
 
 import pytest
+
 from portlayer.train.compare import (
     BF16,
     COMPARABLE_FIELDS,

@@ -3,9 +3,9 @@ size of a sharded reduction's reordering is called that ("rounding: reduction or
 "Across strategies"), while the same error between runs of one strategy stays plain rounding."""
 
 from click.testing import CliRunner
-from portlayer.train.compare import REDUCTION_ORDER, REDUCTION_ORDER_LIMIT, ROUNDING, compare_runs
 
 from portlayer.cli import cli
+from portlayer.train.compare import REDUCTION_ORDER, REDUCTION_ORDER_LIMIT, ROUNDING, compare_runs
 
 
 def test_an_error_within_the_reduction_order_band_across_strategies_names_that_cause(make_run, perturbed):

@@ -2,6 +2,7 @@
 
 import pytest
 from matplotlib import pyplot as plt
+
 from portlayer.train.compare import compare_runs
 from portlayer.train.plot import ERROR_FLOOR, build_figure
 

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from portlayer.api import MIRRORED
-from tests.conftest import run_python
+from tests.processes import run_python
 
 HEAVY = ("torch", "torch_npu", "torch_musa", "transformers", "datasets", "libcst")
 

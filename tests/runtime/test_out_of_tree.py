@@ -9,8 +9,8 @@ import pytest
 
 from portlayer.backends import IN_TREE, Backend, VendorApi, out_of_tree, probe_order
 from portlayer.errors import PortlayerError
-from tests.conftest import REPO, run_python
 from tests.fake_device import FAKE_PLUGINS
+from tests.processes import REPO, run_python
 
 # A record as an out-of-tree distribution would ship it, with a fake plugin that registers "gcu".
 RECORD = """
@@ -120,7 +120,7 @@ def test_an_out_of_tree_record_with_a_vendor_api_is_a_migrate_and_preflight_targ
         """
         import json
         from portlayer.migrate.engine import TARGETS, migrate_source
-        from portlayer.preflight.cli import TARGETS as PREFLIGHT
+        from portlayer.preflight.cli import PLUGIN_BACKENDS as PREFLIGHT
         result = migrate_source("import torch\\nx = torch.ones(2).double().cuda()\\ntorch.cuda.synchronize()\\n", "gcu")
         print(json.dumps({"targets": list(TARGETS), "preflight": PREFLIGHT, "code": result.code,
                           "codes": [d.code for d in result.diagnostics]}))

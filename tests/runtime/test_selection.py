@@ -6,7 +6,7 @@ import pytest
 
 from portlayer.errors import PortlayerError
 from portlayer.selection import select
-from tests.conftest import run_python
+from tests.processes import run_python
 
 
 def test_without_accelerators_the_probe_falls_back_to_cpu(monkeypatch):

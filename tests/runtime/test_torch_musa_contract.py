@@ -1,7 +1,7 @@
 """Every `torch.musa` name portlayer dispatches to exists in the real torch_musa.
 
 The names come from torch_musa's published source at release v2.7.1 (github.com/MooreThreads/torch_musa),
-extracted without importing it by `extract_torch_musa_api.py` (in tests/vendor_api/) into
+extracted without importing it by `extract_torch_musa_api.py` (in tools/vendor_api/) into
 `torch_musa_api.json`; torch_musa is not on the package index, so the list is committed with its script.
 """
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 from portlayer.api import MIRRORED
 from portlayer.backends import BY_NAME
-from tests.vendor_api.extract_torch_musa_api import MODULE_PATH, main
+from tools.vendor_api.extract_torch_musa_api import MODULE_PATH, main
 
 RECORD = json.loads((Path(__file__).parents[1] / "vendor_api" / "torch_musa_api.json").read_text())
 

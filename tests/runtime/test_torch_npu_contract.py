@@ -1,7 +1,7 @@
 """Every `torch.npu` name portlayer dispatches to exists in the real torch_npu.
 
 The names come from the wheel's `torch_npu/npu/__init__.py` `__all__`, extracted without importing it by
-`extract_torch_npu_api.py` (beside this file) into `torch_npu_api.json`.
+`extract_torch_npu_api.py` (in tools/vendor_api/) into `torch_npu_api.json`.
 """
 
 import json
@@ -10,7 +10,7 @@ from pathlib import Path
 
 from portlayer.api import MIRRORED
 from portlayer.backends import BY_NAME
-from tests.vendor_api.extract_torch_npu_api import MODULE_PATH, exported_names, main
+from tools.vendor_api.extract_torch_npu_api import MODULE_PATH, exported_names, main
 
 RECORD = json.loads((Path(__file__).parents[1] / "vendor_api" / "torch_npu_api.json").read_text())
 

@@ -49,7 +49,7 @@ VENDORS = {
 
 @pytest.fixture(scope="module", params=sorted(VENDORS))
 def vendor_run(request):
-    from tests.conftest import run_python
+    from tests.processes import run_python
 
     result = run_python(
         CALL_EVERYTHING,

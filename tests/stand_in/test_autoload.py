@@ -15,8 +15,8 @@ import subprocess
 import sys
 
 import pytest
-from portlayer.migrate.engine import migrate_source
 
+from portlayer.migrate.engine import migrate_source
 from tests.example_reference import REPO
 
 CUDA_PROGRAM = """\

@@ -11,10 +11,11 @@ import sys
 
 import pytest
 
+from portlayer.train import runfile
 from tests.example_reference import REPO
 from tests.fake_device import environment
 
-BASELINE = REPO / "reference_train" / "baselines" / "gpt2-tiny.cpu-cpu.json"
+BASELINE = runfile.BASELINES / "gpt2-tiny.cpu-cpu.json"
 ROUNDING = 1e-6
 
 

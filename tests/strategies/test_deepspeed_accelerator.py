@@ -12,9 +12,9 @@ import sys
 
 import pytest
 
-from tests.conftest import fresh_process_json, run_python
 from tests.example_reference import REPO
 from tests.fake_device import environment
+from tests.processes import fresh_process_json, run_python
 
 ON_MUSA = r"""
 import json, os, torch, portlayer

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import math
 import socket
-from pathlib import Path
 
 from portlayer.train import runfile
 
-BASELINES = Path(__file__).resolve().parents[2] / "reference_train" / "baselines"
+BASELINES = runfile.BASELINES
 TINY_PRESETS = ("gpt2-tiny", "bert-base-uncased-tiny", "mixtral-8x7b-tiny")
 # cpu fp32 runs agree to ~1e-7 across hosts, thread counts and torch versions (docs/parity.md, "Tolerance
 # and what an error means"): 1e-5

@@ -19,10 +19,10 @@ import time
 from pathlib import Path
 
 import pytest
+
 from portlayer.train import runfile
 from portlayer.train.parity_run import descendants, torchrun_command
 from portlayer.train.progress import StepBar, parse_step_event, step_event
-
 from tests.trainer.helpers import RTOL, baseline, free_port, max_relative_difference
 
 PORTLAYER = [sys.executable, "-m", "portlayer"]

@@ -5,9 +5,9 @@ These launch real process groups, so they are few and short (tiny models, 30 ste
 
 import pytest
 from click.testing import CliRunner
+
 from portlayer.train import runfile
 from portlayer.train.parity_run import run
-
 from tests.trainer.helpers import RTOL, TINY_PRESETS, baseline, max_relative_difference
 
 

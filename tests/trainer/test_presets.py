@@ -5,6 +5,8 @@ import sys
 
 import pytest
 import torch
+
+from portlayer import PortlayerError
 from portlayer.train import data
 from portlayer.train.presets import (
     PRESETS,
@@ -16,8 +18,6 @@ from portlayer.train.presets import (
     read_override_file,
     zero_dropout,
 )
-
-from portlayer import PortlayerError
 
 
 def test_every_contract_preset_exists_with_its_task():

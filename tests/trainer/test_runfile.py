@@ -2,8 +2,8 @@ import json
 import math
 
 import pytest
-from portlayer.train import runfile
 
+from portlayer.train import runfile
 from tests.trainer.helpers import TINY_PRESETS, baseline
 
 

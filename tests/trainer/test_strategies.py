@@ -12,9 +12,9 @@ import sys
 
 import pytest
 from click.testing import CliRunner
+
 from portlayer.train import runfile
 from portlayer.train.parity_run import run
-
 from tests.trainer.helpers import RTOL, baseline, free_port, max_relative_difference
 
 # Where each strategy keeps its model and optimizer state inside a checkpoint folder.

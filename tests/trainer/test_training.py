@@ -10,11 +10,11 @@ import math
 
 import pytest
 from click.testing import CliRunner
+
 from portlayer.train import runfile
 from portlayer.train.cli import parity
 from portlayer.train.presets import get_preset
 from portlayer.train.train import Options, train
-
 from tests.trainer.helpers import BASELINES, RTOL, baseline, max_relative_difference
 
 pytestmark = pytest.mark.usefixtures("restore_torch_switches")

@@ -1,6 +1,6 @@
 """`make test-compat`: the runtime, drop-in and migrate-output tests on other torch releases.
 
-    python tests/compat/run.py VERSION [VERSION ...]      # e.g. 2.13.0 2.14.1
+    python tools/compat.py VERSION [VERSION ...]      # e.g. 2.13.0 2.14.1
 
 Each release gets a virtual environment of its own, `.venv-torch<VERSION>` beside the checkout (kept, so a
 second run only tests): the project's pinned dependencies (constraints.txt) without their own dependencies,
@@ -16,7 +16,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 # The runtime (selection, binding, fallbacks, DDP on gloo, the stand-in device), the drop-in, and
 # migrate's output trained under torchrun.
 TESTS = ("tests/runtime", "tests/dropin", "tests/stand_in/test_runtime_on_the_device.py",

@@ -4,7 +4,7 @@ The wheel cannot be imported without Ascend CANN, so `torch_npu/npu/__init__.py`
 
     pip download torch_npu==2.14.0 --no-deps --only-binary=:all: \
         --platform manylinux_2_28_x86_64 --python-version 3.11 -d /tmp/npu
-    python tests/vendor_api/extract_torch_npu_api.py /tmp/npu/torch_npu-2.14.0-*.whl
+    python -m tools.vendor_api.extract_torch_npu_api /tmp/npu/torch_npu-2.14.0-*.whl
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import zipfile
 from pathlib import Path
 
 MODULE_PATH = "torch_npu/npu/__init__.py"
-OUTPUT = Path(__file__).with_name("torch_npu_api.json")
+OUTPUT = Path(__file__).resolve().parents[2] / "tests" / "vendor_api" / "torch_npu_api.json"
 
 
 def exported_names(source: str) -> list[str]:

@@ -10,11 +10,17 @@ from click.testing import CliRunner
 from portlayer import preflight
 from portlayer.backends import BY_NAME
 from portlayer.cli import cli
-from portlayer.preflight.kernels import TARGETS, KernelListError, KernelSource, from_dispatcher, resolve
+from portlayer.preflight.kernels import (
+    PLUGIN_BACKENDS,
+    KernelListError,
+    KernelSource,
+    from_dispatcher,
+    resolve,
+)
 
 
 def test_every_backend_with_a_vendor_plugin_is_a_target_in_probe_order():
-    assert TARGETS == ("npu", "musa", "mlu", "hpu", "sdaa", "supa")
+    assert PLUGIN_BACKENDS == ("npu", "musa", "mlu", "hpu", "sdaa", "supa")
 
 
 def test_a_target_without_its_plugin_or_a_list_says_what_to_install_even_for_a_dotted_plugin():

@@ -17,7 +17,7 @@ from torch import nn
 from portlayer import preflight
 from portlayer.preflight.kernels import KernelSource, is_composite
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 # Ops the fake plugin leaves out: one from the forward, one only the backward dispatches.
 LEFT_OUT = {"aten::isin.Tensor_Tensor", "aten::tanh_backward"}
 
@@ -73,7 +73,7 @@ def test_records_each_phase_with_dtypes_and_origins():
     isin = ops["aten::isin.Tensor_Tensor"]
     assert (isin.count, isin.dtypes, isin.phases) == (1, {"int64", "bool"}, {"forward"})
     assert (isin.first.phase, isin.first.module) == ("forward", "mask")
-    assert isin.first.location.endswith(f"test_preflight.py:{line_of('# the isin line')}")
+    assert isin.first.location.endswith(f"test_op_coverage.py:{line_of('# the isin line')}")
 
     # Backward ops are traced to the forward call that built their autograd node.
     tanh_backward = ops["aten::tanh_backward"]

@@ -3,4 +3,4 @@ command's options (`portlayer --help`) and the kernel lists read the same tuple.
 
 from portlayer.backends import BY_NAME
 
-TARGETS = tuple(name for name, backend in BY_NAME.items() if backend.is_plugin)
+PLUGIN_BACKENDS = tuple(name for name, backend in BY_NAME.items() if backend.is_plugin)

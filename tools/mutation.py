@@ -1,6 +1,6 @@
 """`make mutation`: mutation testing (cosmic-ray) of the modules whose logic the tests must pin down.
 
-    python tests/mutation/run.py [TARGET ...]        # every target when none is named
+    python tools/mutation.py [TARGET ...]        # every target when none is named
 
 For each target, cosmic-ray mutates the module one small change at a time (an operator swapped, a
 constant changed, a condition negated, ...) and runs only the fast tests that cover it; a mutant is
@@ -27,7 +27,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 WORK = REPO / "build" / "mutation"
 PYTEST = "python -m pytest -x -q -p no:randomly -p no:cacheprovider -p no:xdist"
 
@@ -49,14 +49,14 @@ TARGETS = {
     # The fastest tests first: with -x, a killed mutant stops at the first that fails; test_device_chains,
     # which runs migrated programs, comes last.
     "guards": (
-        "migrate/guards.py",
+        "migrate/engine/guards.py",
         "tests/migrate/test_dispatch_report.py tests/migrate/test_codes.py tests/migrate/test_meaning.py"
         " tests/migrate/test_golden.py tests/migrate/test_device_chains.py",
     ),
     # Of the golden tests only the comparisons with the expected output (4 s of their 17 s): a second run and the
     # prefilter check the engine, not what the data flow or the rule finds.
     "dataflow": (
-        "migrate/dataflow.py",
+        "migrate/engine/dataflow.py",
         "tests/migrate/test_int_device_flow.py tests/migrate/test_codes.py tests/migrate/test_meaning.py"
         " tests/migrate/test_golden.py::test_golden",
     ),
@@ -70,19 +70,19 @@ TARGETS = {
     # op-by-op comparisons with a real step (9 s), which read the recorded ops, not the memory figures.
     "preflight_memory": (
         "portlayer/preflight/fake_step.py",
-        "tests/test_preflight_memory_parts.py tests/test_preflight_fake.py::test_memory_of_a_known_model_by_hand"
-        " tests/test_preflight_fake.py::test_memory_prediction_matches_the_cpu_allocator",
+        "tests/preflight/test_memory_parts.py tests/preflight/test_fake.py::test_memory_of_a_known_model_by_hand"
+        " tests/preflight/test_fake.py::test_memory_prediction_matches_the_cpu_allocator",
     ),
-    "preflight_engines": ("portlayer/preflight/engines.py", "tests/test_preflight_engines.py"),
+    "preflight_engines": ("portlayer/preflight/engines.py", "tests/preflight/test_engines.py"),
     # The strategy table and what applies each strategy. The unit tests first (2 s); DeepSpeed's accelerator is
     # checked in fresh interpreters (DeepSpeed picks it once per process, when imported), 8 s. Not run: the
     # trainer's strategy tests (torchrun, minutes each) and preflight's scaled step (12 s of whole fake steps
     # for the blocks and buckets the unit tests check directly).
     "strategies": (
         "portlayer/strategies",
-        "tests/strategies/test_prepare.py tests/test_preflight_sharding.py::test_model_states_are_the_zero_papers_closed_form"
-        " tests/test_preflight_sharding.py::test_each_state_is_split_by_the_stage_that_shards_it"
-        " tests/test_preflight_sharding.py::test_a_frozen_base_costs_its_weights_only_sharded_where_weights_are"
+        "tests/strategies/test_prepare.py tests/preflight/test_sharding.py::test_model_states_are_the_zero_papers_closed_form"
+        " tests/preflight/test_sharding.py::test_each_state_is_split_by_the_stage_that_shards_it"
+        " tests/preflight/test_sharding.py::test_a_frozen_base_costs_its_weights_only_sharded_where_weights_are"
         " tests/strategies/test_deepspeed_accelerator.py",
     ),
 }

@@ -6,7 +6,7 @@ its public names are what `torch_musa/__init__.py` defines, or imports from torc
 module level, with each `from .x import *` expanded to that module's `__all__` (or its public names when it has none):
 
     git clone --depth 1 --branch v2.7.1 https://github.com/MooreThreads/torch_musa /tmp/torch_musa
-    python tests/vendor_api/extract_torch_musa_api.py /tmp/torch_musa --release v2.7.1
+    python -m tools.vendor_api.extract_torch_musa_api /tmp/torch_musa --release v2.7.1
 """
 
 from __future__ import annotations
@@ -17,11 +17,11 @@ import json
 import sys
 from pathlib import Path
 
-from tests.vendor_api.extract_torch_npu_api import exported_names
+from tools.vendor_api.extract_torch_npu_api import exported_names
 
 PACKAGE = "torch_musa"
 MODULE_PATH = f"{PACKAGE}/__init__.py"
-OUTPUT = Path(__file__).with_name("torch_musa_api.json")
+OUTPUT = Path(__file__).resolve().parents[2] / "tests" / "vendor_api" / "torch_musa_api.json"
 
 
 def _top_level(body: list[ast.stmt]):

@@ -17,7 +17,7 @@ import ast
 import re
 from dataclasses import dataclass, field
 
-from portlayer.migrate.model import Diagnostic
+from portlayer.migrate.results import Diagnostic
 
 # Calls that return an int: `int(...)`, `len(...)`, the distributed rank and the device index queries.
 _INT_CALLS = {"int", "len", "get_rank", "get_local_rank", "get_world_size", "current_device", "device_count",

@@ -10,7 +10,7 @@ from click.testing import CliRunner
 from portlayer.cli import cli
 from portlayer.preflight.devices import DEVICES, GiB, parse_size
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 def run(*args):
@@ -132,7 +132,7 @@ def test_unusable_input_is_one_line_and_exit_2(args, message, tmp_path, monkeypa
 def test_progress_names_the_stage_on_a_terminal_only(monkeypatch):
     import io
 
-    from portlayer.preflight.cli import Progress
+    from portlayer.preflight.cli import StageLine
 
     class Terminal(io.StringIO):
         def isatty(self):
@@ -140,7 +140,7 @@ def test_progress_names_the_stage_on_a_terminal_only(monkeypatch):
 
     for stream, shown in ((Terminal(), True), (io.StringIO(), False)):
         monkeypatch.setattr("sys.stderr", stream)
-        progress = Progress()
+        progress = StageLine()
         progress("backward")
         progress.close()
         assert ("preflight: backward" in stream.getvalue()) is shown
@@ -202,7 +202,7 @@ def test_codes_doc_is_generated_from_the_table():
 
 def test_the_commands_help_reads_without_torch():
     # `portlayer --help` lists preflight: its command and option tables load no torch (the step's modules do).
-    from tests.conftest import run_python
+    from tests.processes import run_python
 
     result = run_python(
         "import sys\nfrom portlayer.cli import main\nimport portlayer.preflight.cli\nprint('torch' in sys.modules)",

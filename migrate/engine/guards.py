@@ -21,12 +21,11 @@ import functools
 import re
 from dataclasses import dataclass, field
 
-from portlayer.migrate.codes import CODES
-from portlayer.migrate.import_statements import bound_names, catches_import_error
-from portlayer.migrate.model import Diagnostic
-from portlayer.migrate.targets import Target, target_named
-
 from portlayer.backends import PROBE_ORDER
+from portlayer.migrate.codes import CODES
+from portlayer.migrate.engine.import_statements import bound_names, catches_import_error
+from portlayer.migrate.results import Diagnostic
+from portlayer.migrate.targets import Target, target_named
 
 # Backends a port never targets: cuda is the source, and Apple's mps is not where CUDA code is moved.
 _NEVER_SERVED = frozenset({"cuda", "mps"})

@@ -19,7 +19,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from portlayer.migrate.engine.analysis import nested_bodies, source_lines
-from portlayer.migrate.import_statements import bound_names, catches_import_error, top_module
+from portlayer.migrate.engine.import_statements import bound_names, catches_import_error, top_module
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,8 @@ from collections.abc import Callable, Sequence
 
 import libcst as cst
 from libcst.metadata import PositionProvider
-from portlayer.migrate.model import Diagnostic
+
+from portlayer.migrate.results import Diagnostic
 
 Statement = cst.SimpleStatementLine | cst.BaseCompoundStatement
 
