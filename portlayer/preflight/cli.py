@@ -23,6 +23,7 @@ import click
 from portlayer.errors import PortlayerError
 from portlayer.errors import fail as _fail
 from portlayer.findings import FORMATS
+from portlayer.precision import FP32, PRECISIONS
 from portlayer.preflight.plugin_backends import PLUGIN_BACKENDS
 from portlayer.progress import terminal_bar
 from portlayer.strategies import DEFAULT as DEFAULT_STRATEGY
@@ -69,7 +70,7 @@ class StageLine:
 @click.option("--seq-len", type=click.IntRange(min=2), help="Default: the preset's, 2048 for --config.")
 @click.option("--override", "overrides", multiple=True, metavar="FIELD=VALUE",
               help="Model config field to override, e.g. num_hidden_layers=1 (repeatable).")
-@click.option("--precision", type=click.Choice(["fp32", "bf16", "fp16"]), default="fp32", show_default=True,
+@click.option("--precision", type=click.Choice(list(PRECISIONS)), default=FP32.name, show_default=True,
               help="bf16/fp16: 16-bit weights and autocast, fp32 master weights in the optimizer.")
 @click.option("--strategy", type=click.Choice(list(STRATEGIES)), default=DEFAULT_STRATEGY, show_default=True,
               help="How the job shards its state (portlayer.strategies, as the trainer runs it).")

@@ -24,11 +24,10 @@ from dataclasses import dataclass
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
+from portlayer.precision import PRECISIONS
 from portlayer.preflight.engines import BUFFERS, GRADIENTS, FsdpGathers, Ledger, ZeroGradients
 from portlayer.preflight.recording import Recorder, Recording
 from portlayer.preflight.shadow import ShadowValues, values_known_to_libraries
-
-AUTOCAST = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
 @dataclass(frozen=True)
@@ -209,8 +208,8 @@ def run_fake_step(build_model: Callable[[], torch.nn.Module], batch: Mapping[str
         ledger = tracker.ledger if tracker is not None else Ledger()
         with engine.playing(model, ledger) if engine is not None else contextlib.nullcontext():
             progress("forward")
-            autocast = AUTOCAST[precision]
-            with torch.autocast("cpu", dtype=autocast) if autocast is not None else contextlib.nullcontext():
+            chosen = PRECISIONS[precision]
+            with torch.autocast("cpu", dtype=chosen.dtype) if chosen.autocast else contextlib.nullcontext():
                 loss = runner(**inputs).loss
             after_forward = _peak_so_far(tracker)
             progress("backward")

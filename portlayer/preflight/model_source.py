@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from portlayer.errors import PortlayerError
+from portlayer.precision import PRECISIONS
 
 LAYERS = "num_hidden_layers"  # every HuggingFace config answers to it (gpt2 maps it onto n_layer)
 DEFAULT_BATCH = 1  # per device, for a config file
@@ -65,12 +66,10 @@ class ModelSource:
     def build(self, training: Training, layers: int | None = None):
         """The model with `layers` decoder layers (all by default), set up for `training`: 16-bit weights,
         LoRA adapters, gradient checkpointing."""
-        import torch
-
         from portlayer.preflight.lora import apply_lora
 
         source = self if layers is None else self.with_layers(layers)
-        dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[training.precision]
+        dtype = PRECISIONS[training.precision].dtype
         model = source.model_class.from_config(source.config, dtype=dtype, attn_implementation="sdpa")
         if training.lora_r:
             apply_lora(model, training.lora_r)

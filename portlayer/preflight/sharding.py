@@ -26,14 +26,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from portlayer.precision import FP32, PRECISIONS
 from portlayer.strategies import Strategy
 
-WEIGHT_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
+WEIGHT_BYTES = {name: precision.bytes for name, precision in PRECISIONS.items()}
 # Adam's state per trainable parameter: exp_avg and exp_avg_sq in fp32, and an fp32 master copy of the
 # weights when they are 16-bit (the ZeRO paper's K). DeepSpeed's ZeRO optimizer keeps the fp32 copy of its
 # partition whatever the weights' dtype (`single_partition_of_fp32_groups`, `fp32_partitioned_groups_flat`).
-ADAM_BYTES = {"fp32": 8, "bf16": 12, "fp16": 12}
-DEEPSPEED_ADAM_BYTES = 12
+ADAM_BYTES = {
+    name: 2 * FP32.bytes + (FP32.bytes if precision.bytes < FP32.bytes else 0) for name, precision in PRECISIONS.items()
+}
+DEEPSPEED_ADAM_BYTES = 3 * FP32.bytes
 MAX_LIVE_PARAMETERS = 1_000_000_000  # DeepSpeed's stage3_max_live_parameters
 
 
