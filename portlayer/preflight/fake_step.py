@@ -165,6 +165,27 @@ def _wrap_ddp(model: torch.nn.Module) -> torch.nn.Module:
     return ddp
 
 
+@contextlib.contextmanager
+def _memory_tracker_notes_ignored():
+    """Without the memory tracker's warnings that call for nothing."""
+    with warnings.catch_warnings():
+        # MemTracker's backward hooks warn for each module whose weak reference is gone: nothing to act on.
+        warnings.filterwarnings("ignore", message="Module is None", category=UserWarning)
+        # A played engine frees a gradient in its own hook (ZeRO-2's bucket, FSDP2's reduce-scatter); the
+        # tracker's hook, after it, warns that it finds none.
+        warnings.filterwarnings("ignore", message="Expected a tensor or a traceable wrapper-subclass",
+                                category=UserWarning)
+        yield
+
+
+def _in_ddp(model: torch.nn.Module, stack: contextlib.ExitStack, tracker) -> tuple[torch.nn.Module, int]:
+    """`model` wrapped in DDP over a fake 2-rank group (entered on `stack`), and the bytes of DDP's buckets."""
+    stack.enter_context(fake_process_group(world_size=2))
+    before = _current_total(tracker) if tracker is not None else 0
+    runner = _wrap_ddp(model)
+    return runner, _current_total(tracker) - before if tracker is not None else 0
+
+
 def run_fake_step(build_model: Callable[[], torch.nn.Module], batch: Mapping[str, torch.Tensor], *,
                   make_optimizer: Callable[[torch.nn.Module], torch.optim.Optimizer],
                   clip_grad_norm: float | None = 1.0, precision: str = "fp32", ddp: bool = False,
@@ -178,13 +199,7 @@ def run_fake_step(build_model: Callable[[], torch.nn.Module], batch: Mapping[str
     shadows = ShadowValues(fake_mode)
     recorder: Recorder | None = None
     with contextlib.ExitStack() as stack:
-        # MemTracker's backward hooks warn for each module whose weak reference is gone: nothing to act on.
-        stack.enter_context(warnings.catch_warnings())
-        warnings.filterwarnings("ignore", message="Module is None", category=UserWarning)
-        # A played engine frees a gradient in its own hook (ZeRO-2's bucket, FSDP2's reduce-scatter); the
-        # tracker's hook, after it, warns that it finds none.
-        warnings.filterwarnings("ignore", message="Expected a tensor or a traceable wrapper-subclass",
-                                category=UserWarning)
+        stack.enter_context(_memory_tracker_notes_ignored())
         stack.enter_context(fake_mode)
         stack.enter_context(shadows)
         stack.enter_context(values_known_to_libraries(shadows))
@@ -197,13 +212,7 @@ def run_fake_step(build_model: Callable[[], torch.nn.Module], batch: Mapping[str
         if tracker is not None:
             tracker.track_external(model, optimizer, *inputs.values())  # the batch is on the device too
             stack.enter_context(tracker)
-        if ddp:
-            stack.enter_context(fake_process_group(world_size=2))
-            before = _current_total(tracker) if tracker is not None else 0
-            runner = _wrap_ddp(model)
-            ddp_buckets = _current_total(tracker) - before if tracker is not None else 0
-        else:
-            runner, ddp_buckets = model, 0
+        runner, ddp_buckets = _in_ddp(model, stack, tracker) if ddp else (model, 0)
         recorder = stack.enter_context(Recorder(model))
         ledger = tracker.ledger if tracker is not None else Ledger()
         with engine.playing(model, ledger) if engine is not None else contextlib.nullcontext():
