@@ -26,14 +26,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+from portlayer.backends import IN_TREE
+
 REPO = Path(__file__).resolve().parent.parent
 FAKE_PLUGINS = REPO / "tests" / "fake_plugins"
 
-# vendor -> (plugin module, collective, visible-devices variable)
-VENDORS = {
-    "npu": ("torch_npu", "hccl", "ASCEND_RT_VISIBLE_DEVICES"),
-    "musa": ("torch_musa", "mccl", "MUSA_VISIBLE_DEVICES"),
-}
+# vendor -> its backend record (plugin module, collective, visible-devices variable, …): the backends with a
+# stand-in plugin, each in the folder of its name under tests/fake_plugins/.
+VENDORS = {backend.name: backend for backend in IN_TREE if (FAKE_PLUGINS / backend.name).is_dir()}
 
 
 def plugin_path(*vendors: str) -> list[str]:
@@ -65,10 +65,10 @@ def environment(vendor: str, base: dict | None = None, *, devices: int = 2, auto
     entry_points = [str(AUTOLOADED[vendor])] if autoload else []
     env["PYTHONPATH"] = os.pathsep.join([*entry_points, *plugin_path(vendor), str(REPO), *existing])
     env[f"FAKE_{vendor.upper()}_DEVICE_COUNT"] = str(devices)
-    if vendor == "npu":
-        # An Ascend host has CANN's install path from its set_env.sh, and DeepSpeed's npu accelerator reads it;
-        # nothing under it is read on the stand-in.
-        env.setdefault("ASCEND_HOME_PATH", str(FAKE_PLUGINS / "npu"))
+    for variable in VENDORS[vendor].required_env:
+        # A configured host has them (an Ascend host CANN's install path, from its set_env.sh), and the vendor
+        # stack reads them; nothing under the stand-in's folder is read.
+        env.setdefault(variable, str(FAKE_PLUGINS / vendor))
     env.setdefault("OMP_NUM_THREADS", "1")
     return env
 

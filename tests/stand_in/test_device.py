@@ -205,7 +205,7 @@ def test_an_lstm_trains_through_the_fused_cell_as_on_the_cpu(device):
 
 @pytest.mark.parametrize("vendor", sorted(VENDORS))
 def test_the_visible_devices_variable_narrows_the_devices_as_on_the_vendor(vendor, stand_in_device):
-    visible = VENDORS[vendor][2]
+    visible = VENDORS[vendor].visible_devices_env
     code = (
         "import json, sys, torch; plugin = __import__(f'torch_{sys.argv[1]}'); m = getattr(torch, sys.argv[1]);"
         "print(json.dumps([m.device_count(), str(torch.ones(1, device=sys.argv[1]).device)]))"

@@ -13,7 +13,7 @@ from tests.fake_device import FAKE_PLUGINS
 # Subpackages are attributes but not in `__all__`: torch_npu/npu/amp/ (torch.npu.amp.autocast, GradScaler).
 SUBPACKAGES = {"npu": {"amp"}, "musa": set()}
 RECORDS = {
-    "npu": REPO / "tests" / "vendor_api" / "torch_npu_api.json",
+    "npu": REPO / "tests" / "vendor_api" / "torch_npu_api-2.14.0.json",
     "musa": REPO / "tests" / "vendor_api" / "torch_musa_api.json",
 }
 
