@@ -4,7 +4,7 @@ torch_npu pins the torch it was built for one for one (2.6.0, 2.7.1, 2.8.0 for t
 torch_musa likewise (2.7.1, 2.9.1, 2.11.0): an install that asked pip for a newer torch would replace the
 vendor's and break its plugin. Each case is a fresh environment holding a torch distribution of that release,
 as pip sees an installed one (its dist-info: pip decides from the metadata, never imports torch), into which
-pip installs portlayer's wheel, built from this checkout, from a folder with nothing else but click: no index,
+pip installs portlayer's wheel, built from this checkout, from a folder with nothing else: no index,
 no configured folder of wheels, so that pip could not replace torch even if it wanted to, and says so.
 """
 
@@ -43,27 +43,32 @@ def install_portlayer(python: Path, wheelhouse: Path) -> subprocess.CompletedPro
 
 @pytest.fixture(scope="module")
 def wheelhouse(tmp_path_factory) -> Path:
-    """portlayer's wheel, built from this checkout with this environment's setuptools (torch requires it), and
-    its one dependency's (click, as constraints.txt pins it)."""
+    """portlayer's wheel, built from this checkout with this environment's setuptools (torch requires it); no
+    download, so that the test runs where there is no network (a GPU host)."""
     folder = tmp_path_factory.mktemp("wheelhouse")
     built = pip("wheel", "--no-deps", "--no-build-isolation", "-q", "-w", folder, ROOT)
     assert built.returncode == 0, built.stderr[-3000:]
-    fetched = pip("download", "--no-deps", "-q", "-d", folder, f"click=={metadata.version('click')}")
-    assert fetched.returncode == 0, fetched.stderr[-3000:]
     return folder
 
 
+def installed_as_pip_sees_it(site: Path, name: str, release: str) -> Path:
+    """A distribution as pip sees an installed one (pip decides from the metadata, never imports it)."""
+    info = site / f"{name}-{release}.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {release}\nRequires-Python: >=3.9\n")
+    (info / "INSTALLER").write_text("pip\n")
+    (info / "RECORD").write_text("".join(f"{info.name}/{file},,\n" for file in ("METADATA", "INSTALLER", "RECORD")))
+    return info
+
+
 def environment_with_torch(root: Path, release: str) -> tuple[Path, Path]:
-    """A new environment holding torch `release` as pip installed it; returns its python and torch's dist-info."""
+    """A new environment holding torch `release` (and click, portlayer's other dependency) as pip installed
+    them; returns its python and torch's dist-info."""
     venv.EnvBuilder(with_pip=False).create(root)
     python = root / "bin" / "python"
     site = Path(subprocess.check_output([python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"], text=True).strip())
-    info = site / f"torch-{release}.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: torch\nVersion: {release}\nRequires-Python: >=3.9\n")
-    (info / "INSTALLER").write_text("pip\n")
-    (info / "RECORD").write_text("".join(f"torch-{release}.dist-info/{name},,\n" for name in ("METADATA", "INSTALLER", "RECORD")))
-    return python, info
+    installed_as_pip_sees_it(site, "click", metadata.version("click"))
+    return python, installed_as_pip_sees_it(site, "torch", release)
 
 
 def snapshot(folder: Path) -> dict[str, bytes]:
