@@ -9,10 +9,8 @@ started, and exits 130. --nnodes / --node-rank / --rdzv-* go to torchrun as they
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
-import signal
 import subprocess
 import sys
 import tempfile
@@ -23,6 +21,7 @@ import click
 from portlayer.cli import UnusableInput
 from portlayer.errors import error_line
 from portlayer.train.presets import PRESETS, get_preset
+from portlayer.train.process_group import ProcessGroup
 from portlayer.train.progress import STEP_EVENTS_ENV, StepBar
 
 # torchrun's own log records ("W1123 10:53:36.123000 4321 torch/distributed/…] …") and its failure report.
@@ -102,18 +101,11 @@ def launch(command: list[str], env: dict, line) -> tuple[int, str | None]:
     (exit status, the first rank's error line or None). On Ctrl-C the whole group is stopped."""
     first_error = None
     in_report = False
-    with subprocess.Popen(
-        command,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env=env,
-        bufsize=1,
-        start_new_session=True,  # a group of its own: stopped as one, and the terminal's Ctrl-C comes to us
-    ) as process:
-        assert process.stdout is not None
+    # A group of its own: stopped as one, and the terminal's Ctrl-C comes to us alone.
+    popen = {"stdout": subprocess.PIPE, "stderr": subprocess.STDOUT, "text": True, "env": env, "bufsize": 1}
+    with ProcessGroup(command, **popen) as group:
         try:
-            for text in process.stdout:
+            for text in group.process.stdout:
                 text = text.rstrip("\n")
                 if text.startswith(_RANK_ERROR):
                     first_error = first_error or text[len(_ERROR_PREFIX) :]
@@ -122,38 +114,13 @@ def launch(command: list[str], env: dict, line) -> tuple[int, str | None]:
                 in_report = in_report or text.startswith(("Traceback", "====="))
                 if not in_report and not _TORCHRUN_LOG.match(text):
                     line(text)
-            status = process.wait()
+            status = group.process.wait()
         except KeyboardInterrupt:
-            stop_group(process)
+            # torchrun answers SIGTERM by stopping its ranks and exiting; what is still alive after the grace
+            # period is killed.
+            group.stop(STOP_GRACE_S)
             raise
     return status, first_error
-
-
-def stop_group(process: subprocess.Popen) -> None:
-    """Stop torchrun and its ranks. torchrun answers SIGTERM by stopping its ranks (each a session of its
-    own, which it signals) and exiting; whatever is still alive after the grace period is killed."""
-    started = descendants(process.pid)
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(process.pid, signal.SIGTERM)
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        process.wait(timeout=STOP_GRACE_S)
-    for pid in (process.pid, *started):
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, signal.SIGKILL)
-
-
-def descendants(pid: int) -> list[int]:
-    """Every process below `pid`, from /proc (Linux; elsewhere none are known and torchrun's SIGTERM is all)."""
-    found, frontier = [], [pid]
-    while frontier:
-        parent = frontier.pop()
-        children = []
-        for task in Path(f"/proc/{parent}/task").glob("*/children"):
-            with contextlib.suppress(OSError):
-                children += [int(child) for child in task.read_text().split()]
-        found += children
-        frontier += children
-    return found
 
 
 def _check_nodes(nodes: dict[str, str | None]) -> None:

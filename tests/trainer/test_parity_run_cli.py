@@ -21,7 +21,8 @@ from pathlib import Path
 import pytest
 
 from portlayer.train import runfile
-from portlayer.train.parity_run import descendants, torchrun_command
+from portlayer.train.parity_run import torchrun_command
+from portlayer.train.process_group import process_tree
 from portlayer.train.progress import StepBar, parse_step_event, step_event
 from tests.trainer.helpers import RTOL, baseline, free_port, max_relative_difference
 
@@ -191,7 +192,7 @@ def test_on_a_terminal_a_bar_shows_at_once_and_ctrl_c_exits_130_leaving_no_proce
         assert b"0/400" in seen
         # Then it counts steps.
         assert _read_until(master, seen, b"2/400", 120), bytes(seen)
-        started = descendants(process.pid)
+        started = process_tree(process.pid)
         assert len(_alive(started)) >= 3  # torchrun and its two ranks
         process.send_signal(signal.SIGINT)
         status = process.wait(timeout=30)
