@@ -4,7 +4,8 @@ Launches `torchrun --nproc_per_node N -m portlayer.train --parity …` on the ac
 trainer's own output (not torchrun's) and a bar over the steps on a terminal, and on failure exits 1 with one
 line: the first rank's error. Everything that can be checked before training is: the trainer's options (a
 misspelt one is one line and exit 2) and that --out can be written. Ctrl-C stops torchrun and every rank it
-started, and exits 130. --nnodes / --node-rank / --rdzv-* go to torchrun as they are, for multi-node runs.
+started (SIGTERM, then SIGKILL for what is left after STOP_GRACE_S; a second Ctrl-C kills at once), and exits
+130. --nnodes / --node-rank / --rdzv-* go to torchrun as they are, for multi-node runs.
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ _TORCHRUN_LOG = re.compile(r"^\[?[IWEF]\d{4} \d\d:\d\d:\d\d")
 # A rank's error line: `portlayer: error: rank R: …` (the trainer reports through `error_line` too).
 _ERROR_PREFIX = error_line("")
 _RANK_ERROR = _ERROR_PREFIX + "rank "
-# After SIGTERM, how long torchrun and its ranks get to exit before they are killed.
+# After the first Ctrl-C, how long torchrun and its ranks get to exit on SIGTERM before they are killed: the
+# promise is that `parity run` and every process it started are gone within STOP_GRACE_S + 5 s.
 STOP_GRACE_S = 15.0
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for a Ctrl-C
 
@@ -97,29 +99,26 @@ def _environment(nproc: int) -> dict:
 
 
 def launch(command: list[str], env: dict, line) -> tuple[int, str | None]:
-    """Run `command` in a process group of its own, pass each of the trainer's lines to `line`;
-    (exit status, the first rank's error line or None). On Ctrl-C the whole group is stopped."""
+    """Run `command` in a process group of its own, pass each of the trainer's lines to `line`; (exit status,
+    the first rank's error line or None). Ctrl-C stops the whole group (`ProcessGroup.stopped_by_ctrl_c`),
+    and KeyboardInterrupt is raised once it has ended."""
     first_error = None
     in_report = False
     # A group of its own: stopped as one, and the terminal's Ctrl-C comes to us alone.
     popen = {"stdout": subprocess.PIPE, "stderr": subprocess.STDOUT, "text": True, "env": env, "bufsize": 1}
-    with ProcessGroup(command, **popen) as group:
-        try:
-            for text in group.process.stdout:
-                text = text.rstrip("\n")
-                if text.startswith(_RANK_ERROR):
-                    first_error = first_error or text[len(_ERROR_PREFIX) :]
-                    continue
-                # After a rank fails, torchrun prints a traceback and a report of its own: not the user's news.
-                in_report = in_report or text.startswith(("Traceback", "====="))
-                if not in_report and not _TORCHRUN_LOG.match(text):
-                    line(text)
-            status = group.process.wait()
-        except KeyboardInterrupt:
-            # torchrun answers SIGTERM by stopping its ranks and exiting; what is still alive after the grace
-            # period is killed.
-            group.stop(STOP_GRACE_S)
-            raise
+    with ProcessGroup(command, **popen) as group, group.stopped_by_ctrl_c(STOP_GRACE_S):
+        for text in group.process.stdout:
+            text = text.rstrip("\n")
+            if text.startswith(_RANK_ERROR):
+                first_error = first_error or text[len(_ERROR_PREFIX) :]
+                continue
+            # After a rank fails, torchrun prints a traceback and a report of its own: not the user's news.
+            in_report = in_report or text.startswith(("Traceback", "====="))
+            if not in_report and not _TORCHRUN_LOG.match(text):
+                line(text)
+        status = group.process.wait()
+    if group.interrupts:
+        raise KeyboardInterrupt
     return status, first_error
 
 

@@ -13,6 +13,7 @@ import contextlib
 import os
 import signal
 import subprocess
+import threading
 from pathlib import Path
 
 
@@ -45,6 +46,7 @@ class ProcessGroup:
 
     def __init__(self, command: list[str], **popen) -> None:
         self.process = subprocess.Popen(command, start_new_session=True, **popen)
+        self.interrupts = 0
         # Every process seen below the command, by pid, with its start time: a rank torchrun leaves behind is
         # no longer below it, and is still stopped.
         self._seen: dict[int, str | None] = {}
@@ -53,9 +55,9 @@ class ProcessGroup:
         return self
 
     def __exit__(self, *exc) -> None:
-        # Ended early (an exception): whatever is left goes.
-        if self.process.poll() is None:
-            self.kill()
+        # Ended early (an exception, Ctrl-C): whatever is left goes.
+        if self.process.poll() is None or self.interrupts:
+            self.send(signal.SIGKILL)
         self.process.__exit__(*exc)
 
     def send(self, number: int) -> None:
@@ -83,9 +85,29 @@ class ProcessGroup:
             output = self.process.communicate()[0]
             raise subprocess.TimeoutExpired(self.process.args, timeout, output) from None
 
-    def stop(self, grace_s: float) -> None:
-        """SIGTERM to the command and every process it started; what is left `grace_s` later is killed."""
-        self.send(signal.SIGTERM)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.process.wait(timeout=grace_s)
-        self.kill()
+    @contextlib.contextmanager
+    def stopped_by_ctrl_c(self, grace_s: float):
+        """Inside the block, Ctrl-C (SIGINT) stops the command instead of raising KeyboardInterrupt wherever the
+        caller happens to be: the first sends SIGTERM to every process it started and kills whatever is left
+        `grace_s` later (SIGALRM), a second kills at once. `interrupts` counts them; the caller reads the
+        command's output to its end, which comes once they are all gone. (Only the main thread receives signals:
+        in another, the block changes nothing.)"""
+        if threading.current_thread() is not threading.main_thread():
+            yield self
+            return
+
+        def on_interrupt(signum, frame) -> None:
+            self.interrupts += 1
+            if self.interrupts == 1:
+                self.send(signal.SIGTERM)
+                signal.setitimer(signal.ITIMER_REAL, grace_s)
+            else:
+                self.kill()
+
+        previous = signal.signal(signal.SIGINT, on_interrupt), signal.signal(signal.SIGALRM, lambda *_: self.kill())
+        try:
+            yield self
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGINT, previous[0])
+            signal.signal(signal.SIGALRM, previous[1])
