@@ -26,6 +26,7 @@ import sys
 from pathlib import Path
 
 from portlayer.train.process_group import ProcessGroup
+from tests.processes import HUNG_S
 
 REPO = Path(__file__).resolve().parent.parent
 FAKE_PLUGINS = REPO / "tests" / "fake_plugins"
@@ -84,7 +85,7 @@ def build() -> Path:
     return builder.library()
 
 
-def torchrun(vendor: str, script, *args, nproc: int = 2, cwd=None, env: dict | None = None, timeout: int = 300):
+def torchrun(vendor: str, script, *args, nproc: int = 2, cwd=None, env: dict | None = None, timeout: float = HUNG_S):
     """`torchrun --standalone --nproc_per_node N script args…` on the stand-in `vendor` device; returns the
     CompletedProcess (stdout and stderr together in `.stdout`). `env` adds variables."""
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(nproc)]

@@ -19,10 +19,10 @@ from pathlib import Path
 import pytest
 
 from portlayer.train.process_group import ProcessGroup
+from tests.processes import HUNG_S
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "cuda_ddp_train.py"
 STEPS = 6
-TIMEOUT_S = 240
 
 
 def torchrun(script: Path, nproc: int, batch_size: int, losses: Path) -> ProcessGroup:
@@ -51,9 +51,9 @@ def torchrun(script: Path, nproc: int, batch_size: int, losses: Path) -> Process
 
 def finish(group: ProcessGroup) -> None:
     try:
-        output = group.communicate(TIMEOUT_S)
+        output = group.communicate(HUNG_S)
     except subprocess.TimeoutExpired as expired:
-        pytest.fail(f"torchrun did not finish in {TIMEOUT_S} s:\n{expired.output[-3000:]}")
+        pytest.fail(f"torchrun did not finish in {HUNG_S} s:\n{expired.output[-3000:]}")
     assert group.process.returncode == 0, output[-3000:]
 
 

@@ -25,6 +25,7 @@ from click.testing import CliRunner
 from portlayer.cli import cli
 from portlayer.train.process_group import ProcessGroup
 from tests import fake_device
+from tests.processes import HUNG_S
 
 PROGRAMS = Path(__file__).resolve().parent / "programs"
 # Public training programs, stored as published (each folder's SOURCE.txt names the repository, commit, path
@@ -32,7 +33,6 @@ PROGRAMS = Path(__file__).resolve().parent / "programs"
 PUBLIC = Path(__file__).resolve().parent / "public"
 # The stand-in device writes what each process allocated to this file (tests/fake_plugins/fake_vendor/memory_log.py).
 MEMORY_LOG_ENV = "FAKE_DEVICE_MEMORY_LOG"
-TIMEOUT_S = 300
 
 # `loss 0.123`, `loss: 0.123`, `valid loss 2.733`, and the HF Trainer's `{'loss': '2.443', …}`.
 _LOSS = re.compile(r"""\bloss['"]?\s*[:=]?\s*['"]?(-?\d+(?:\.\d+)?(?:e-?\d+)?)""")
@@ -161,9 +161,9 @@ def finish(running: Running, what: str) -> str:
     everything it printed."""
     with running.group as group:
         try:
-            output = group.communicate(TIMEOUT_S)
+            output = group.communicate(HUNG_S)
         except subprocess.TimeoutExpired as expired:
-            raise AssertionError(f"{what} did not finish in {TIMEOUT_S} s:\n{expired.output[-4000:]}") from None
+            raise AssertionError(f"{what} did not finish in {HUNG_S} s:\n{expired.output[-4000:]}") from None
     status = group.process.returncode
     assert status == 0, f"{what} exited {status}:\n{output[-4000:]}"
     if running.memory_log is not None:
