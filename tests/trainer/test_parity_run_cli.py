@@ -24,7 +24,7 @@ import pytest
 from portlayer.cli import main
 from portlayer.train import parity_run, runfile
 from portlayer.train.parity_run import STOP_GRACE_S, torchrun_command
-from portlayer.train.process_group import process_tree
+from portlayer.train.process_group import ProcessGroup, process_tree
 from portlayer.train.progress import StepBar, parse_step_event, step_event
 from tests.processes import HUNG_S
 from tests.trainer.helpers import RTOL, baseline, free_port, max_relative_difference
@@ -184,17 +184,13 @@ def training_on_a_terminal(tmp_path: Path, env: dict | None = None):
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))
     command = [*PORTLAYER, "parity", "run", "--preset", "gpt2-tiny", "--nproc", "2", "--steps", "400"]
-    process = subprocess.Popen(
-        [*command, "--out", str(tmp_path / "r.json")], stdout=subprocess.DEVNULL, stderr=slave, env=env
-    )
-    os.close(slave)
     try:
-        yield process, master, bytearray()
+        with ProcessGroup(
+            [*command, "--out", str(tmp_path / "r.json")], stdout=subprocess.DEVNULL, stderr=slave, env=env
+        ) as group:
+            os.close(slave)
+            yield group.process, master, bytearray()
     finally:
-        for pid in [process.pid, *process_tree(process.pid)]:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-        process.wait()
         os.close(master)
 
 
