@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.processes import HUNG_S
+
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.xdist_group("install_beside_torch")  # one wheel build, on one worker
 
@@ -34,7 +36,7 @@ def pip(*args, python: Path | None = None, isolated: bool = False) -> subprocess
     env = {k: v for k, v in os.environ.items() if not (isolated and k.startswith("PIP_"))}
     if isolated:
         env["PIP_CONFIG_FILE"] = os.devnull
-    return subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
+    return subprocess.run(command, capture_output=True, text=True, timeout=HUNG_S, env=env)
 
 
 def install_portlayer(python: Path, wheelhouse: Path) -> subprocess.CompletedProcess:

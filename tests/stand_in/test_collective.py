@@ -51,7 +51,7 @@ dist.destroy_process_group()
 def test_collectives_on_two_ranks(vendor, tmp_path, stand_in_device):
     script = tmp_path / "collectives.py"
     script.write_text(SCRIPT)
-    run = torchrun(vendor, script, vendor, timeout=180)
+    run = torchrun(vendor, script, vendor)
     assert run.returncode == 0, run.stdout[-3000:]
     seen = json.loads(next(line for line in run.stdout.splitlines() if line.startswith("{")))
     assert seen == {

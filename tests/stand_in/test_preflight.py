@@ -12,6 +12,7 @@ import sys
 
 from tests.example_reference import REPO
 from tests.fake_device import environment
+from tests.processes import HUNG_S
 
 COMMITTED = REPO / "portlayer" / "preflight" / "oplists" / "npu-2.14.0.txt"
 
@@ -63,11 +64,11 @@ def test_a_step_recorded_on_the_cpu_agrees_with_the_same_step_on_the_device(tmp_
     on_cpu = subprocess.run(
         [sys.executable, "-m", "portlayer", "preflight", "--preset", "gpt2-tiny", "--target", "npu",
          "--kernels", kernels, "--report", cpu_report],
-        capture_output=True, text=True, env=plain, cwd=REPO, timeout=300,
+        capture_output=True, text=True, env=plain, cwd=REPO, timeout=HUNG_S,
     )  # fmt: skip
     on_device = subprocess.run(
         [sys.executable, "-c", ON_THE_DEVICE, str(kernels)],
-        capture_output=True, text=True, env=environment("npu"), cwd=REPO, timeout=300,
+        capture_output=True, text=True, env=environment("npu"), cwd=REPO, timeout=HUNG_S,
     )  # fmt: skip
     assert on_device.returncode == 0, on_device.stderr[-3000:]
     device = json.loads(on_device.stdout.strip().splitlines()[-1])

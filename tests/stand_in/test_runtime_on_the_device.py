@@ -9,6 +9,7 @@ import pytest
 
 from tests.example_reference import REPO
 from tests.fake_device import VENDORS, environment
+from tests.processes import HUNG_S
 
 CALLS = r"""
 import json, warnings
@@ -30,7 +31,7 @@ print(json.dumps({
 @pytest.mark.parametrize("vendor", sorted(VENDORS))
 def test_the_runtime_answers_for_the_device_the_probe_found(vendor, stand_in_device):
     result = subprocess.run(
-        [sys.executable, "-c", CALLS], capture_output=True, text=True, env=environment(vendor), cwd=REPO, timeout=120
+        [sys.executable, "-c", CALLS], capture_output=True, text=True, env=environment(vendor), cwd=REPO, timeout=HUNG_S
     )
     assert result.returncode == 0, result.stderr[-3000:]
     seen = json.loads(result.stdout.strip().splitlines()[-1])

@@ -17,7 +17,7 @@ from portlayer.backends import IN_TREE
 from tests.example_reference import REPO
 from tests.fake_backend import install_gcu
 from tests.fake_device import environment
-from tests.processes import fresh_process_json, run_python
+from tests.processes import HUNG_S, fresh_process_json, run_python
 
 ON_MUSA = r"""
 import json, os, torch, portlayer
@@ -66,7 +66,7 @@ print(json.dumps(sorted(real_accelerator.SUPPORTED_ACCELERATOR_LIST)))
 
 
 def test_musa_gets_portlayers_accelerator_answering_for_the_stand_in_device(stand_in_device):
-    seen = fresh_process_json(ON_MUSA, env=environment("musa"), timeout=300)
+    seen = fresh_process_json(ON_MUSA, env=environment("musa"))
     assert seen["class"] == "PortlayerAccelerator"
     assert (seen["name"], seen["named"], seen["current"]) == ("musa", "musa:1", "musa:1")
     assert seen["collective"] == "mccl"  # the backend record's, what init_process_group needs there
@@ -97,7 +97,7 @@ def test_musa_gets_portlayers_accelerator_answering_for_the_stand_in_device(stan
 
 
 def test_the_cpu_gets_deepspeeds_own_accelerator_over_gloo_without_oneccl():
-    seen = fresh_process_json(ON_CPU, env={"PORTLAYER_BACKEND": "cpu"}, timeout=300, fake_plugins=False)
+    seen = fresh_process_json(ON_CPU, env={"PORTLAYER_BACKEND": "cpu"}, fake_plugins=False)
     assert seen == {"class": "CPU_Accelerator", "collective": "gloo"}
 
 
@@ -105,7 +105,7 @@ def test_the_cpu_gets_deepspeeds_own_accelerator_over_gloo_without_oneccl():
 def test_deepspeed_told_another_accelerator_than_portlayers_backend_is_refused(stand_in_device, backend, told):
     # DS_ACCELERATOR set by hand wins over portlayer's choice (setdefault): the run stops before two devices mix.
     env = {**environment("npu"), "PORTLAYER_BACKEND": backend, "DS_ACCELERATOR": told}
-    result = run_python(ON_CPU, env=env, timeout=300)
+    result = run_python(ON_CPU, env=env)
     assert result.returncode != 0
     assert result.stderr.strip().splitlines()[-1].endswith(
         f"DeepSpeed chose its {told} accelerator, but portlayer's backend is {backend}: "
@@ -114,7 +114,7 @@ def test_deepspeed_told_another_accelerator_than_portlayers_backend_is_refused(s
 
 
 def test_the_records_name_deepspeeds_accelerators_as_deepspeed_lists_them():
-    deepspeeds = set(fresh_process_json(SUPPORTED, timeout=300, fake_plugins=False))
+    deepspeeds = set(fresh_process_json(SUPPORTED, fake_plugins=False))
     named = {backend.name: backend.deepspeed_accelerator for backend in IN_TREE}
     # Each backend DeepSpeed has an accelerator for names it, by DeepSpeed's name; the others name none.
     assert named == {name: name if name in deepspeeds else None for name in named}
@@ -155,7 +155,7 @@ def test_a_new_backend_record_is_all_deepspeeds_accelerator_needs(tmp_path, stan
 def test_deepspeed_refuses_musa_by_name(stand_in_device):
     """Why portlayer supplies one: DeepSpeed stops at import when told DS_ACCELERATOR=musa (docs/strategies.md)."""
     env = {**environment("musa"), "DS_ACCELERATOR": "musa"}
-    result = run_python("import deepspeed", env=env, timeout=300)
+    result = run_python("import deepspeed", env=env)
     assert result.returncode != 0
     assert "ValueError: DS_ACCELERATOR must be one of ['cuda', 'cpu', 'xpu', 'npu'" in result.stderr
 
@@ -163,7 +163,7 @@ def test_deepspeed_refuses_musa_by_name(stand_in_device):
 def without_cann(code: str, env: dict) -> subprocess.CompletedProcess:
     """`code` in an environment with ASCEND_HOME_PATH removed, which run_python cannot do (it only adds)."""
     return subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=REPO, timeout=300
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=REPO, timeout=HUNG_S
     )
 
 
