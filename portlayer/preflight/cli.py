@@ -165,6 +165,11 @@ def _on(device_name, target):
 
     if device_name:
         device = devices.get_device(device_name)
+        if target and target != device.backend:
+            # The step runs on one device's kernels; checking another backend's ops against them would report
+            # kernels the target never runs (cuda's efficient attention "missing on npu").
+            raise PortlayerError(f"--device {device_name} runs {device.backend}, not --target {target}: "
+                                 f"name a {target} device, or --memory SIZE")
         return On(get_target(device.backend), device.capability)
     return On(get_target(target or "cuda"))
 
@@ -284,12 +289,11 @@ def _device_lines(result: _Result) -> list[str]:
     from portlayer.preflight.devices import format_bytes
 
     device = result.prediction.device
-    outside = " + ".join(f"{name} {format_bytes(cost.bytes)}" for name, cost in device.outside.items()
-                         if cost.bytes is not None)
+    outside = [f"{name} {format_bytes(cost.bytes)}" for name, cost in device.outside.items() if cost.bytes is not None]
     lines = [f"on {_kernels(result.on)} (its kernels and caching allocator):",
              f"  {'allocated (peak)':<18} {format_bytes(device.allocated):>12}",
              f"  {'reserved (peak)':<18} {format_bytes(device.reserved):>12}",
-             f"  {device.tool:<18} {format_bytes(device.shown):>12}  reserved + {outside}"]
+             f"  {device.tool:<18} {format_bytes(device.shown):>12}  {' + '.join(['reserved', *outside])}"]
     for name in device.uncounted:
         lines.append(f"    not counted: {name}: {device.outside[name].source}")
     return lines

@@ -122,6 +122,7 @@ def test_named_devices_carry_their_published_memory():
         (["--target", "npu", "--export-kernels", "out.txt"], "needs torch_npu installed"),
         (["--preset", "gpt2-tiny", "--target", "cuda"], "Invalid value for '--target'"),
         (["--preset", "gpt2-tiny", "--target", "npu", "--device", "v100"], "unknown device 'v100'"),
+        (["--preset", "gpt2-tiny", "--target", "npu", "--device", "h200"], "--device h200 runs cuda, not --target npu"),
         (["--preset", "gpt2-tiny", "--target", "npu", "--memory", "48XB"], "expected a size such as 48GiB"),
         (["--preset", "gpt2-tiny", "--target", "npu", "--memory", "1GiB", "--device", "s4000"], "not both"),
         (["--preset", "gpt2-tiny", "--target", "npu", "--override", "layers"], "expected FIELD=VALUE"),
@@ -246,3 +247,24 @@ def test_the_trainers_parity_run_and_preflight_describe_the_same_step(tmp_path):
     assert "2 micro-batches, parity (eager attention, no dropout)" in result.output
     assert "on cuda (its kernels and caching allocator):" in result.output
     assert "    not counted: context: CUDA's context has no published size" in result.output
+
+
+def test_the_device_tools_figure_adds_only_what_has_a_size_and_names_the_rest():
+    # Two ranks on cuda: NCCL's buffers depend on the topology (no figure), CUDA's context has none published.
+    result = run("--preset", "gpt2-tiny", "--nproc", "2")
+    assert result.exit_code == 0, result.output
+    shown = next(line for line in result.output.splitlines() if line.lstrip().startswith("nvidia-smi"))
+    assert shown.endswith(" reserved"), shown
+    assert "    not counted: collective buffers: NCCL's buffers" in result.output
+    assert "    not counted: context: CUDA's context" in result.output
+
+
+def test_the_targets_attention_kernel_is_checked_as_the_sdpa_the_model_called(tmp_path):
+    # On a 910b in bf16 the step runs flash attention, standing for torch_npu's fused kernel: npu is asked
+    # for scaled_dot_product_attention, which it answers itself, not for CUDA's flash kernel.
+    report_path = tmp_path / "report.json"
+    result = run("--preset", "gpt2-tiny", "--device", "910b", "--precision", "bf16", "--report", str(report_path))
+    assert result.exit_code == 0, result.output
+    ops = {op["op"]: op for op in json.loads(report_path.read_text())["ops"]}
+    assert not [name for name in ops if "flash_attention" in name]
+    assert "aten::_scaled_dot_product_flash_attention" in ops["aten::scaled_dot_product_attention"]["recorded_as"]
