@@ -11,6 +11,7 @@ from pathlib import Path
 import click
 
 from portlayer.errors import PortlayerError, first_line, print_error
+from portlayer.precision import FP32, PRECISIONS
 from portlayer.strategies import DEFAULT as DEFAULT_STRATEGY
 from portlayer.strategies import STRATEGIES
 from portlayer.train.presets import PRESETS, get_preset
@@ -52,7 +53,7 @@ def parse_fault(ctx, param, value):
 @click.option("--lr", type=click.FloatRange(min=0, min_open=True), help="Peak learning rate [preset's].")
 @click.option("--warmup-steps", type=click.IntRange(min=0), help="Linear warm-up steps [preset's].")
 @click.option("--seed", default=0, show_default=True, help="Seed of the weights, data order and masking.")
-@click.option("--precision", type=click.Choice(["fp32", "bf16", "fp16"]), default="fp32", show_default=True)
+@click.option("--precision", type=click.Choice(list(PRECISIONS)), default=FP32.name, show_default=True)
 @click.option(
     "--strategy",
     type=click.Choice(list(STRATEGIES)),

@@ -16,8 +16,8 @@ DEFAULT_RTOL = 1e-5
 
 # What must be equal for two runs to be the same experiment. The world size is deliberately absent: DDP
 # averages gradients over ranks, so 2 ranks x 4 and 1 rank x 8 train the same model up to rounding; the
-# global batch (world size x per-device batch x accumulation, computed, not read) is what must match. The
-# sequence length changes what each step trains on (and the loss a step reports), so it must match too.
+# global batch (world size x per-device batch x accumulation) is what must match. The sequence length
+# changes what each step trains on (and the loss a step reports), so it must match too.
 COMPARABLE_FIELDS = (
     "preset",
     "config_hash",
@@ -120,7 +120,7 @@ class Comparison:
 
     @property
     def schedules_differ(self) -> bool:
-        return schedule_length(self.baseline) != schedule_length(self.run)
+        return _field(self.baseline, "schedule_steps") != _field(self.run, "schedule_steps")
 
     @property
     def schedule_note(self) -> str | None:
@@ -132,7 +132,7 @@ class Comparison:
         step, expected, actual = parting
         said = f"the learning rate differs from step {step} (baseline {expected:.6g}, run {actual:.6g})"
         if self.schedules_differ:
-            spans = schedule_length(self.baseline), schedule_length(self.run)
+            spans = _field(self.baseline, "schedule_steps"), _field(self.run, "schedule_steps")
             return f"{said}: the schedules span {spans[0]} and {spans[1]} steps"
         return f"{said} though both runs record the same schedule: the run did not follow it"
 
@@ -204,9 +204,9 @@ def reduced_precisions(*runs: dict) -> set[str]:
     used = set()
     for run in runs:
         metadata = run["metadata"]
-        if metadata.get("tf32"):
+        if metadata["tf32"]:
             used.add("tf32")
-        if str(metadata.get("precision", "")).lower() in ("bf16", "bfloat16"):
+        if metadata["precision"] == "bf16":
             used.add("bf16")
     return used
 
@@ -266,22 +266,10 @@ def compare_runs(
     return Comparison(baseline, run, rtol, tuple(deltas))
 
 
-def schedule_length(run: dict) -> int:
-    """How many steps the run's learning-rate schedule spans. Recorded as `schedule_steps`, a property of the
-    experiment; run files written before it existed spanned their own length."""
-    metadata = run["metadata"]
-    return metadata.get("schedule_steps") or metadata["steps"]
-
-
 def _field(run: dict, field: str):
-    if field == "preset":
-        return run["preset"]
-    if field == "global_batch":
-        metadata = run["metadata"]
-        return metadata["world_size"] * metadata["per_device_batch"] * metadata["grad_accum"]
-    if field == "strategy":
-        return run["metadata"].get("strategy", "ddp")  # run files from before strategies trained with DDP
-    return run["metadata"].get(field)
+    """A field of the run's metadata (the preset's name sits beside it). `runfile.read_run` has given a file
+    written before a field existed the value it meant."""
+    return run["preset"] if field == "preset" else run["metadata"][field]
 
 
 def _describe(run: dict, field: str) -> str:

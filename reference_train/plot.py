@@ -90,6 +90,6 @@ def build_figure(comparison: Comparison, names: tuple[str, str] = ("baseline", "
 def curve_label(role: str, name: str, run: dict) -> str:
     """`baseline gpt2-tiny.cpu-cpu.json, 2026-11-23: cpu x2 (AMD EPYC)`: which file and when, then where."""
     metadata = run["metadata"]
-    created = str(metadata.get("created") or "")[:10] or "undated"
-    where = f"{metadata['backend']} x{metadata['world_size']} ({metadata.get('device_name', '?')})"
+    created = metadata["created"][:10] or "undated"
+    where = f"{metadata['backend']} x{metadata['world_size']} ({metadata['device_name']})"
     return f"{role} {name}, {created}: {where}" if name != role else f"{role}, {created}: {where}"

@@ -83,15 +83,15 @@ def run_table(comparison: Comparison) -> str:
 
 def _run_row(run: dict, max_error: str, first_beyond: str) -> tuple[str, ...]:
     metadata, summary = run["metadata"], run["summary"]
-    precision = str(metadata.get("precision", "fp32")) + (" tf32" if metadata.get("tf32") else "")
+    precision = metadata["precision"] + (" tf32" if metadata["tf32"] else "")
     return (
         run["preset"],
         str(metadata["world_size"]),
         str(metadata["global_batch"]),
         f"{metadata['backend']} ({precision})",
-        str(metadata.get("device_name", "?")),
+        metadata["device_name"],
         _peak_memory(summary),
-        _rate(summary.get("tokens_per_s")),
+        f"{summary['tokens_per_s']:,.0f}",
         max_error,
         first_beyond,
     )
@@ -100,16 +100,12 @@ def _run_row(run: dict, max_error: str, first_beyond: str) -> tuple[str, ...]:
 def _peak_memory(summary: dict) -> str:
     """The device's peak allocation; a cpu has no device allocator (null in its run files, 0 in older
     ones), so its runs show the host's peak RSS, or "—" when that is not recorded either."""
-    device_peak, host_peak = summary.get("peak_memory_bytes"), summary.get("host_peak_rss_bytes")
+    device_peak, host_peak = summary["peak_memory_bytes"], summary["host_peak_rss_bytes"]
     if device_peak:
         return f"{device_peak / 2**20:,.0f} MiB"
     if host_peak:
         return f"{host_peak / 2**20:,.0f} MiB host RSS"
     return "—"
-
-
-def _rate(value) -> str:
-    return "n/a" if value is None else f"{value:,.0f}"
 
 
 def setting_notes(comparison: Comparison) -> list[str]:

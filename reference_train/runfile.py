@@ -1,12 +1,14 @@
 """The parity run file (`portlayer.parity.run/1`): one JSON document per training run.
 
     {"schema": "portlayer.parity.run/1", "preset": "gpt2-tiny",
-     "metadata": {...},                       # what defines and what ran the experiment (METADATA_FIELDS)
+     "metadata": {...},                       # what defines and what ran the experiment (METADATA)
      "steps": [{"step": 1, "loss": ..., "tokens_per_s": ..., "peak_memory_bytes": ..., "lr": ...}, ...],
      "summary": {"tokens_per_s": ..., "peak_memory_bytes": ..., "eval_loss": ..., "perplexity": ...}}
 
-`write_run` and `read_run` validate the same schema; a bad file is one `RunFileError` line naming the
-file and the first problem.
+The schema is written here once, as the fields of each section (`METADATA`, `STEP`, `SUMMARY`): `write_run`
+refuses a run that lacks one of them or has one they lack, and `read_run` fills in, for a file written before
+a field existed, what that file meant (`Field.older`); either way a bad file is one `RunFileError` line naming
+the file and the first problem. Adding a field is adding it here, and to what the trainer records.
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ from __future__ import annotations
 import json
 import math
 import os
-import re
+from collections.abc import Callable
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -27,111 +30,168 @@ SCHEMA = "portlayer.parity.run/1"
 # The committed baselines, package data of portlayer.train: found where the package is installed.
 BASELINES = Path(str(resources.files(__package__).joinpath("baselines")))
 
-METADATA_FIELDS = (
-    "backend",
-    "device_type",
-    "device_name",
-    "torch",
-    "transformers",
-    "vendor",
-    "world_size",
-    "per_device_batch",
-    "grad_accum",
-    "global_batch",
-    "seq_len",
-    "steps",
-    "lr",
-    "warmup_steps",
-    "precision",
-    "tf32",
-    "deterministic",
-    "seed",
-    "parity",
-    "config_hash",
-    "data_checksum",
-    "init_weights_checksum",
-    "dropout_fields_zeroed",
-    "created",
-    "command",
-)
-STEP_FIELDS = ("step", "loss", "tokens_per_s", "peak_memory_bytes", "lr")
-SUMMARY_FIELDS = ("tokens_per_s", "peak_memory_bytes", "eval_loss", "perplexity")
+# The JSON types a field's value may take; `_is` keeps true and false out of the numbers.
+TEXT, WHOLE, NUMBER, FLAG, OBJECT, LIST = (str,), (int,), (int, float), (bool,), (dict,), (list,)
 
-_NUMBER = (int, float)
-_TYPES: dict[str, Any] = {
-    "world_size": int,
-    "per_device_batch": int,
-    "grad_accum": int,
-    "global_batch": int,
-    "seq_len": int,
-    "steps": int,
-    "warmup_steps": int,
-    "seed": int,
-    "lr": _NUMBER,
-    "tf32": bool,
-    "deterministic": bool,
-    "parity": bool,
-    "vendor": dict,
-    "dropout_fields_zeroed": list,
-    "command": list,
-}
+
+@dataclass(frozen=True)
+class Field:
+    """One field of a section of the run file: its name, the JSON types its value takes, whether it may be
+    null, and for a field added after run files were first written, what a file without it meant (a function
+    of the rest of its section)."""
+
+    name: str
+    kind: tuple[type, ...]
+    nullable: bool = False
+    older: Callable[[dict], Any] | None = None
+
+
+def _absent(value: Any) -> Callable[[dict], Any]:
+    return lambda section: value
+
+
+METADATA = (
+    Field("backend", TEXT),
+    Field("device_type", TEXT),
+    Field("device_name", TEXT),
+    Field("torch", TEXT),
+    Field("transformers", TEXT),
+    Field("vendor", OBJECT),  # {"module": the vendor's plugin or null, "version": its version or null}
+    Field("world_size", WHOLE),
+    Field("per_device_batch", WHOLE),
+    Field("grad_accum", WHOLE),
+    Field("global_batch", WHOLE),  # world_size x per_device_batch x grad_accum
+    Field("seq_len", WHOLE),
+    Field("steps", WHOLE),
+    # The steps the learning-rate schedule spans, part of the experiment since `--schedule-steps`.
+    Field("schedule_steps", WHOLE, older=lambda metadata: metadata.get("steps")),
+    Field("lr", NUMBER),
+    Field("warmup_steps", WHOLE),
+    Field("precision", TEXT),
+    Field("strategy", TEXT, older=_absent("ddp")),  # every run before strategies trained with DDP
+    Field("strategy_engine", TEXT, nullable=True, older=_absent(None)),
+    Field("tf32", FLAG),
+    Field("deterministic", FLAG),
+    Field("seed", WHOLE),
+    Field("parity", FLAG),
+    Field("config_hash", TEXT),
+    Field("data_checksum", TEXT),
+    Field("init_weights_checksum", TEXT),
+    Field("dropout_fields_zeroed", LIST),
+    Field("created", TEXT),
+    Field("command", LIST),
+    Field("model_name_or_path", TEXT, nullable=True, older=_absent(None)),
+    Field("data", TEXT, nullable=True, older=_absent(None)),  # the corpus given with --data; null: built in
+)
+STEP = (
+    Field("step", WHOLE),
+    Field("loss", NUMBER),  # NaN for a diverged step: written as null (JSON has none), read back as NaN
+    Field("tokens_per_s", NUMBER),
+    Field("peak_memory_bytes", WHOLE, nullable=True),  # null where the backend has no device allocator
+    Field("lr", NUMBER),
+)
+SUMMARY = (
+    Field("tokens_per_s", NUMBER),
+    Field("peak_memory_bytes", WHOLE, nullable=True),
+    Field("eval_loss", NUMBER),
+    Field("perplexity", NUMBER),
+    Field("host_peak_rss_bytes", WHOLE, nullable=True, older=_absent(None)),
+)
 
 
 class RunFileError(PortlayerError):
     """A run file that is missing, not JSON, or not of the schema."""
 
 
-def _is(value: Any, kind: Any) -> bool:
-    if kind is int or kind is _NUMBER:
-        return not isinstance(value, bool) and isinstance(value, kind)
+def _is(value: Any, kind: tuple[type, ...]) -> bool:
+    if isinstance(value, bool) and bool not in kind:
+        return False
     return isinstance(value, kind)
 
 
-def validate(run: Any) -> None:
-    """Raise `RunFileError` (no file name) on the first way `run` departs from the schema."""
-
-    def fail(message: str):
-        raise RunFileError(message)
-
-    if not isinstance(run, dict):
-        fail("not a JSON object")
-    if run.get("schema") != SCHEMA:
-        fail(f"schema is {run.get('schema')!r}, expected {SCHEMA!r}")
-    if not isinstance(run.get("preset"), str):
-        fail("no preset name")
-    metadata = run.get("metadata")
-    if not isinstance(metadata, dict):
-        fail("no metadata object")
-    missing = [name for name in METADATA_FIELDS if name not in metadata]
+def _check_section(label: str, section: Any, fields: tuple[Field, ...], *, complete: bool) -> None:
+    """Every field there with a value of its type; with `complete`, no field the schema lacks either."""
+    if not isinstance(section, dict):
+        raise RunFileError(f"{label} is not an object")
+    missing = [field.name for field in fields if field.name not in section]
     if missing:
-        fail(f"metadata lacks {', '.join(missing)}")
-    for name, kind in _TYPES.items():
-        if not _is(metadata[name], kind):
-            fail(f"metadata.{name} has the wrong type ({metadata[name]!r})")
+        raise RunFileError(f"{label} lacks {', '.join(missing)}")
+    known = {field.name for field in fields}
+    unknown = [name for name in section if name not in known]
+    if complete and unknown:
+        raise RunFileError(f"{label} has {', '.join(unknown)}, which the schema lacks")
+    for field in fields:
+        value = section[field.name]
+        if not (_is(value, field.kind) or (field.nullable and value is None)):
+            raise RunFileError(f"{label}.{field.name} has the wrong type ({value!r})")
+
+
+def validate(run: Any, *, complete: bool = True) -> None:
+    """Raise `RunFileError` (no file name) on the first way `run` departs from the schema. `complete`: as a
+    writer must, with no field the schema lacks (a reader keeps those a later version may add)."""
+    if not isinstance(run, dict):
+        raise RunFileError("not a JSON object")
+    if run.get("schema") != SCHEMA:
+        raise RunFileError(f"schema is {run.get('schema')!r}, expected {SCHEMA!r}")
+    if not isinstance(run.get("preset"), str):
+        raise RunFileError("no preset name")
+    _check_section("metadata", run.get("metadata"), METADATA, complete=complete)
     steps = run.get("steps")
     if not isinstance(steps, list) or not steps:
-        fail("no steps")
+        raise RunFileError("no steps")
     for index, step in enumerate(steps, start=1):
-        if not isinstance(step, dict) or any(name not in step for name in STEP_FIELDS):
-            fail(f"step {index} lacks one of {', '.join(STEP_FIELDS)}")
+        _check_section(f"step {index}", step, STEP, complete=complete)
         if step["step"] != index:
-            fail(f"steps are not numbered 1, 2, 3, …: found {step['step']!r} at position {index}")
-        if not _is(step["loss"], _NUMBER):
-            fail(f"step {index}: loss is {step['loss']!r}")
-    if len(steps) != metadata["steps"]:
-        fail(f"metadata.steps is {metadata['steps']} but the file holds {len(steps)} steps")
-    # Recorded since the schedule became part of the experiment; older files spanned their own length.
-    schedule = metadata.get("schedule_steps", metadata["steps"])
-    if not _is(schedule, int) or schedule < metadata["steps"]:
-        fail(f"metadata.schedule_steps is {schedule!r}: not a whole number of steps, at least metadata.steps")
-    summary = run.get("summary")
-    if not isinstance(summary, dict) or any(name not in summary for name in SUMMARY_FIELDS):
-        fail(f"summary lacks one of {', '.join(SUMMARY_FIELDS)}")
+            raise RunFileError(f"steps are not numbered 1, 2, 3, …: found {step['step']!r} at position {index}")
+    _check_section("summary", run.get("summary"), SUMMARY, complete=complete)
+    _check_metadata(run["metadata"], len(steps))
+
+
+def _check_metadata(metadata: dict, steps: int) -> None:
+    """What the metadata's fields say of one another and of the steps the file holds."""
+    if steps != metadata["steps"]:
+        raise RunFileError(f"metadata.steps is {metadata['steps']} but the file holds {steps} steps")
+    if metadata["schedule_steps"] < steps:
+        raise RunFileError(f"metadata.schedule_steps is {metadata['schedule_steps']}: fewer than metadata.steps")
+    made = metadata["world_size"] * metadata["per_device_batch"] * metadata["grad_accum"]
+    if metadata["global_batch"] != made:
+        raise RunFileError(
+            f"metadata.global_batch is {metadata['global_batch']}, not world_size x per_device_batch x"
+            f" grad_accum = {made}"
+        )
+
+
+def _as_the_schema_means(run: Any) -> None:
+    """What a file holds, as the current schema means it: a null loss is NaN (JSON has none), and a file
+    written before a field existed gets the value that file meant (`Field.older`)."""
+    if not isinstance(run, dict):
+        return
+    steps = run["steps"] if isinstance(run.get("steps"), list) else []
+    sections = [(run.get("metadata"), METADATA), (run.get("summary"), SUMMARY), *((step, STEP) for step in steps)]
+    for section, fields in sections:
+        if not isinstance(section, dict):
+            continue
+        for field in fields:
+            if field.name not in section and field.older is not None:
+                section[field.name] = field.older(section)
+        if fields is STEP and "loss" in section and section["loss"] is None:
+            section["loss"] = math.nan
 
 
 def _json_number(value: Any) -> Any:
     # JSON has no NaN or infinity: a diverged loss is written as null and read back as NaN.
     return None if isinstance(value, float) and not math.isfinite(value) else value
+
+
+def _as_written(run: dict) -> dict:
+    """`run` laid out as the schema lists it (committed baselines diff well), a step's non-finite numbers null."""
+    return {
+        "schema": SCHEMA,
+        "preset": run["preset"],
+        "metadata": {field.name: run["metadata"][field.name] for field in METADATA},
+        "steps": [{field.name: _json_number(step[field.name]) for field in STEP} for step in run["steps"]],
+        "summary": {field.name: run["summary"][field.name] for field in SUMMARY},
+    }
 
 
 def write_run(path: os.PathLike, run: dict) -> None:
@@ -141,9 +201,7 @@ def write_run(path: os.PathLike, run: dict) -> None:
         validate(run)
     except RunFileError as exc:
         raise RunFileError(f"{path}: refusing to write an invalid run: {exc}") from None
-    run = {**run, "steps": [{k: _json_number(v) for k, v in step.items()} for step in run["steps"]]}
-    text = json.dumps(run, indent=1, sort_keys=False) + "\n"
-    write_atomic(path, text)
+    write_atomic(path, json.dumps(_as_written(run), indent=1) + "\n")
 
 
 def read_run(path: os.PathLike) -> dict:
@@ -158,34 +216,10 @@ def read_run(path: os.PathLike) -> dict:
         raise RunFileError(f"{path}: {exc.strerror}") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise RunFileError(f"{path}: not a JSON file ({exc})") from None
-    steps = run.get("steps") if isinstance(run, dict) else None
-    for step in steps if isinstance(steps, list) else ():
-        if isinstance(step, dict) and "loss" in step and step["loss"] is None:
-            step["loss"] = math.nan  # written as null: JSON has no NaN
+    _as_the_schema_means(run)
     try:
-        validate(run)
+        validate(run, complete=False)
     except RunFileError as exc:
         raise RunFileError(f"{path}: {exc}") from None
     return run
 
-
-def device_slug(device_type: str, device_name: str) -> str:
-    """The device part of a baseline's name: "cpu" for any host cpu, else the model in the device name.
-
-    cpu runs in fp32 agree across hosts, so the processor model does not matter. For an accelerator it
-    is the first word with a digit, lower-cased ("NVIDIA H100 80GB HBM3" -> "h100", "Ascend910B4" ->
-    "ascend910b4", "MTT S4000" -> "s4000"), else the whole name made file-safe.
-    """
-    if device_type == "cpu":
-        return "cpu"
-    words = re.split(r"[\s_/-]+", device_name.lower())
-    for word in words:
-        if any(ch.isdigit() for ch in word):
-            return re.sub(r"[^a-z0-9.]+", "", word)
-    return re.sub(r"[^a-z0-9.]+", "-", device_name.lower()).strip("-") or device_type
-
-
-def baseline_name(run: dict) -> str:
-    """`<preset>.<backend>-<device>.json`, the name of `run` among `reference_train/baselines/`."""
-    metadata = run["metadata"]
-    return f"{run['preset']}.{metadata['backend']}-{device_slug(metadata['device_type'], metadata['device_name'])}.json"

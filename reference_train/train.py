@@ -25,6 +25,7 @@ import torch.distributed as dist
 import portlayer
 from portlayer import strategies
 from portlayer.errors import PortlayerError, print_error
+from portlayer.precision import PRECISIONS
 from portlayer.progress import terminal_bar
 from portlayer.strategies.parallel import Parallel, Setup
 from portlayer.train import checkpoint, data, runfile
@@ -39,7 +40,6 @@ from portlayer.train.presets import (
 from portlayer.train.progress import STEP_EVENTS_ENV, step_event
 
 STARTUP_TIMEOUT = timedelta(minutes=30)
-PRECISIONS = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 # Config keys that describe the software or the checkpoint, not the experiment.
 _VOLATILE_CONFIG_KEYS = ("transformers_version", "_name_or_path", "architectures", "dtype", "torch_dtype")
 
@@ -172,6 +172,12 @@ def host_peak_rss_bytes() -> int:
     return peak if sys.platform == "darwin" else peak * 1024
 
 
+def autocast(precision: str):
+    """The block a forward runs in: autocast to the precision's 16-bit type, or nothing for fp32."""
+    chosen = PRECISIONS[precision]
+    return portlayer.autocast(enabled=chosen.autocast, dtype=chosen.dtype)
+
+
 def set_tf32(on: bool) -> None:
     torch.set_float32_matmul_precision("high" if on else "highest")
     torch.backends.cuda.matmul.allow_tf32 = on
@@ -276,7 +282,6 @@ class TrainingStep:
         """Optimizer step `step` (from 1): this rank's loss summed over its micro-batches, and its tokens."""
         options, world, parallel = self.options, self.world, self.parallel
         micro = options.per_device_batch
-        autocast_dtype = PRECISIONS[options.precision]
         loss_sum, tokens = 0.0, 0
         for accum_index in range(options.grad_accum):
             first = ((step - 1) * options.grad_accum + accum_index) * micro * world.size + world.rank * micro
@@ -285,7 +290,7 @@ class TrainingStep:
                 for k, v in data.train_batch(self.blocks, self.order, first, micro, options.seed).items()
             }
             with parallel.accumulating(last=accum_index == options.grad_accum - 1):
-                with portlayer.autocast(enabled=options.precision != "fp32", dtype=autocast_dtype):
+                with autocast(options.precision):
                     loss = parallel.model(**batch).loss
                 parallel.backward(loss)
             loss_sum += loss.detach().float().item()
@@ -539,7 +544,7 @@ def evaluate(model, blocks: data.Blocks, world: World, device: torch.device, opt
         if index % world.size != world.rank:
             continue
         batch = {k: v.to(device) for k, v in data.eval_batch(blocks, first, size, options.seed).items()}
-        with portlayer.autocast(enabled=options.precision != "fp32", dtype=PRECISIONS[options.precision]):
+        with autocast(options.precision):
             loss = model(**batch).loss
         # Causal LMs predict every token but the first; masked LMs the masked ones.
         targets = (

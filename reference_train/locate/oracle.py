@@ -91,28 +91,9 @@ def locate(
         portlayer.synchronize()
 
     dev_calls = {call.key: call for call in dev.calls}
-    dev_modules = dict(on_device.named_modules())
-    ora_modules = dict(oracle.named_modules())
-    rows = []
-    for call in ref.calls:
-        peer = dev_calls.pop(call.key, None)
-        own = _own_error(call, peer, ora_modules[_name(call)], dev_modules[_name(call)], device, dtype)
-        rows.append(
-            Row(
-                key=call.key,
-                module_type=call.module_type,
-                depth=call.depth,
-                parent=call.parent,
-                output=compare_each(call.outputs, peer.outputs) if peer else Error.unusable(),
-                grad=_grad_error(call, peer, ora_modules[_name(call)], ref.param_grads, dev.param_grads),
-                basis=own,
-                flagged=own is not None and own > tolerance,
-                reason=f"own error {own:.2e} > tolerance {tolerance:.2e} (re-run alone on the oracle's inputs)"
-                if own is not None
-                else "",
-                note="" if peer else "not run on the device",
-            )
-        )
+    modules = dict(oracle.named_modules()), dict(on_device.named_modules())
+    rows = [_row(call, dev_calls.pop(call.key, None), modules, (ref, dev), device, dtype, tolerance)
+            for call in ref.calls]  # fmt: skip
     for call in dev_calls.values():  # ran on the device only (e.g. an expert a router chose there only)
         rows.append(
             Row(call.key, call.module_type, 0, None, Error.unusable(), None, None, note="device only")
@@ -124,6 +105,27 @@ def locate(
         tolerance=tolerance,
         rows=rows,
         basis_header="own_rel",
+    )
+
+
+def _row(call: Call, peer: Call | None, modules: tuple[dict, dict], traces, device, dtype, tolerance) -> Row:
+    """The report's row for one module call of the oracle and its `peer` on the device (None: not run there).
+    `modules` and `traces` are (oracle's, device's)."""
+    oracle_module, device_module = (named[_name(call)] for named in modules)
+    own = _own_error(call, peer, oracle_module, device_module, device, dtype)
+    return Row(
+        key=call.key,
+        module_type=call.module_type,
+        depth=call.depth,
+        parent=call.parent,
+        output=compare_each(call.outputs, peer.outputs) if peer else Error.unusable(),
+        grad=_grad_error(call, peer, oracle_module, traces[0].param_grads, traces[1].param_grads),
+        basis=own,
+        flagged=own is not None and own > tolerance,
+        reason=f"own error {own:.2e} > tolerance {tolerance:.2e} (re-run alone on the oracle's inputs)"
+        if own is not None
+        else "",
+        note="" if peer else "not run on the device",
     )
 
 

@@ -16,8 +16,8 @@ from portlayer.train.compare import (
     IncomparableRuns,
     classify,
     compare_runs,
-    schedule_length,
 )
+from tests.run_files import read_as_older_file
 
 
 def test_identical_runs_are_within_tolerance_with_zero_error(make_run):
@@ -222,15 +222,21 @@ def cosine_lrs(steps: int, schedule: int, peak: float = 1e-3, warmup: int = 5) -
     return rates
 
 
-def run_of(make_run, losses, schedule: int | None, **metadata) -> dict:
-    """A run of len(losses) steps with the learning rates of a `schedule`-step schedule; `schedule_steps`
-    recorded unless None (run files written before the schedule was part of the experiment)."""
-    if schedule is not None:
-        metadata["schedule_steps"] = schedule
-    run = make_run(losses=losses, **metadata)
-    for entry, rate in zip(run["steps"], cosine_lrs(len(losses), schedule or len(losses))):
+def run_of(make_run, losses, schedule: int, **metadata) -> dict:
+    """A run of len(losses) steps with the learning rates of a `schedule`-step schedule."""
+    run = make_run(losses=losses, schedule_steps=schedule, **metadata)
+    for entry, rate in zip(run["steps"], cosine_lrs(len(losses), schedule)):
         entry["lr"] = rate
     return run
+
+
+def unrecorded_schedules(make_run, tmp_path, baseline_losses, run_losses) -> tuple[dict, dict]:
+    """A baseline and a run from before the schedule was part of the experiment: each file's cosine spanned
+    its own length, and neither recorded it."""
+    return tuple(
+        read_as_older_file(run_of(make_run, losses, len(losses)), tmp_path, "schedule_steps")
+        for losses in (baseline_losses, run_losses)
+    )
 
 
 BASELINE_LOSSES = [10.8 - 0.1 * step for step in range(30)]
@@ -244,11 +250,11 @@ def test_a_run_stopped_early_on_the_same_schedule_is_a_prefix_and_notes_nothing(
     assert comparison.schedule_note is None and comparison.known_difference is None
 
 
-def test_the_verdict_never_calls_real_a_divergence_that_a_shorter_schedule_explains(make_run, perturbed):
+def test_the_verdict_never_calls_real_a_divergence_that_a_shorter_schedule_explains(make_run, perturbed, tmp_path):
     # A 20-step run from before the schedule was recorded: its cosine spans 20 steps, so its learning rate
     # parts from the 30-step baseline's at step 7 and its loss from step 8 on.
-    baseline = run_of(make_run, BASELINE_LOSSES, None)
-    short = perturbed(run_of(make_run, BASELINE_LOSSES[:20], None), {step: 1e-2 for step in range(8, 21)})
+    baseline, short = unrecorded_schedules(make_run, tmp_path, BASELINE_LOSSES, BASELINE_LOSSES[:20])
+    short = perturbed(short, {step: 1e-2 for step in range(8, 21)})
     comparison = compare_runs(baseline, short)
     assert comparison.schedule_note.startswith("the learning rate differs from step 7 (baseline")
     assert comparison.schedule_note.endswith("the schedules span 30 and 20 steps")
@@ -257,9 +263,9 @@ def test_the_verdict_never_calls_real_a_divergence_that_a_shorter_schedule_expla
     assert comparison.verdict == KNOWN_DIFFERENCE
 
 
-def test_a_divergence_before_the_known_difference_can_show_is_real(make_run, perturbed):
-    baseline = run_of(make_run, BASELINE_LOSSES, None)
-    short = perturbed(run_of(make_run, BASELINE_LOSSES[:20], None), {step: 1e-2 for step in range(5, 21)})
+def test_a_divergence_before_the_known_difference_can_show_is_real(make_run, perturbed, tmp_path):
+    baseline, short = unrecorded_schedules(make_run, tmp_path, BASELINE_LOSSES, BASELINE_LOSSES[:20])
+    short = perturbed(short, {step: 1e-2 for step in range(5, 21)})
     assert compare_runs(baseline, short).verdict == DIVERGENCE
 
 
@@ -295,11 +301,6 @@ def test_deterministic_algorithms_off_explain_no_divergence(make_run, perturbed)
     assert comparison.setting_differences == (("deterministic", True, False),)
     assert comparison.known_difference is None
     assert comparison.verdict == DIVERGENCE
-
-
-def test_run_files_without_a_recorded_schedule_spanned_their_own_length(make_run):
-    assert schedule_length(make_run()) == 6
-    assert schedule_length(make_run(schedule_steps=30)) == 30
 
 
 @pytest.mark.parametrize(

@@ -6,6 +6,7 @@ from click.testing import CliRunner
 
 from portlayer.cli import cli
 from portlayer.train.compare import REDUCTION_ORDER, REDUCTION_ORDER_LIMIT, ROUNDING, compare_runs
+from tests.run_files import read_as_older_file
 
 
 def test_an_error_within_the_reduction_order_band_across_strategies_names_that_cause(make_run, perturbed):
@@ -26,10 +27,9 @@ def test_an_error_beyond_the_band_across_strategies_is_not_blamed_on_reduction_o
     assert compare_runs(make_run(), run).verdict != REDUCTION_ORDER
 
 
-def test_a_run_file_without_a_strategy_is_a_ddp_run(make_run, perturbed):
+def test_a_run_file_without_a_strategy_is_a_ddp_run(make_run, tmp_path):
     """Run files (and the committed baselines) from before --strategy trained with DDP."""
-    baseline = make_run()
-    baseline["metadata"].pop("strategy", None)
+    baseline = read_as_older_file(make_run(strategy="zero1"), tmp_path, "strategy")
     assert compare_runs(baseline, make_run(strategy="ddp")).setting_differences == ()
     assert compare_runs(baseline, make_run(strategy="zero2")).setting_differences == (("strategy", "ddp", "zero2"),)
 

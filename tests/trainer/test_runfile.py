@@ -4,45 +4,12 @@ import math
 import pytest
 
 from portlayer.train import runfile
+from tests.run_files import read_as_older_file, synthetic_run
 from tests.trainer.helpers import TINY_PRESETS, baseline
 
 
 def minimal_run(steps=2):
-    metadata = {name: "x" for name in runfile.METADATA_FIELDS}
-    metadata.update(
-        world_size=2,
-        per_device_batch=8,
-        grad_accum=1,
-        global_batch=16,
-        seq_len=64,
-        steps=steps,
-        lr=1e-3,
-        warmup_steps=5,
-        seed=0,
-        tf32=False,
-        deterministic=True,
-        parity=True,
-        vendor={"module": None, "version": None},
-        dropout_fields_zeroed=[],
-        command=[],
-        device_type="cpu",
-        backend="cpu",
-    )
-    return {
-        "schema": runfile.SCHEMA,
-        "preset": "gpt2-tiny",
-        "metadata": metadata,
-        "steps": [
-            {"step": i, "loss": 7.0 - i, "tokens_per_s": 1.0, "peak_memory_bytes": 0, "lr": 0.0}
-            for i in range(1, steps + 1)
-        ],
-        "summary": {
-            "tokens_per_s": 1.0,
-            "peak_memory_bytes": 0,
-            "eval_loss": 5.0,
-            "perplexity": math.exp(5.0),
-        },
-    }
+    return synthetic_run(losses=[7.0 - step for step in range(1, steps + 1)])
 
 
 def test_write_then_read_round_trips(tmp_path):
@@ -52,18 +19,25 @@ def test_write_then_read_round_trips(tmp_path):
 
 
 def test_the_file_keeps_the_schema_order_one_space_indented(tmp_path):
-    # Baselines are committed: a stable, diff-friendly layout (schema first, as written; 1-space indent).
-    runfile.write_run(tmp_path / "run.json", minimal_run())
+    # Baselines are committed: a stable, diff-friendly layout (schema first, each section's fields in the
+    # schema's order whatever order the run listed them in; 1-space indent).
+    run = minimal_run()
+    run["metadata"] = dict(reversed(run["metadata"].items()))
+    runfile.write_run(tmp_path / "run.json", run)
     text = (tmp_path / "run.json").read_text()
     assert text.startswith('{\n "schema": "portlayer.parity.run/1",\n "preset": ')
     assert text.endswith("}\n")
+    written = json.loads(text)
+    assert list(written) == ["schema", "preset", "metadata", "steps", "summary"]
+    assert list(written["metadata"]) == [field.name for field in runfile.METADATA]
+    assert list(written["steps"][0]) == [field.name for field in runfile.STEP]
 
 
 def test_a_long_run_round_trips(tmp_path):
     # 300 steps: step numbers beyond the small integers CPython caches must still check as 1, 2, 3, ...
     run = minimal_run()
     run["steps"] = [{**run["steps"][0], "step": number} for number in range(1, 301)]
-    run["metadata"]["steps"] = 300
+    run["metadata"].update(steps=300, schedule_steps=300)
     runfile.write_run(tmp_path / "run.json", run)
     assert runfile.read_run(tmp_path / "run.json") == run
 
@@ -86,10 +60,15 @@ def test_a_nan_loss_is_written_as_valid_json_and_read_back_as_nan(tmp_path):
         (lambda r: r["steps"][1].update(step=1), "steps are not numbered 1, 2, 3, …: found 1 at position 2"),
         (lambda r: r["steps"].pop(), "metadata.steps is 2 but the file holds 1 steps"),
         (lambda r: r["metadata"].update(steps=1), "metadata.steps is 1 but the file holds 2 steps"),
-        (lambda r: r["metadata"].update(schedule_steps=1), "metadata.schedule_steps is 1: not a whole number"),
-        (lambda r: r["metadata"].update(schedule_steps=30.0), "metadata.schedule_steps is 30.0"),
-        (lambda r: r["steps"][0].pop("loss"), "step 1 lacks"),
-        (lambda r: r["steps"].__setitem__(0, 5), "step 1 lacks one of step, loss"),
+        (lambda r: r["metadata"].update(schedule_steps=1), "metadata.schedule_steps is 1: fewer than metadata.steps"),
+        (lambda r: r["metadata"].update(schedule_steps=30.0), r"metadata.schedule_steps has the wrong type \(30.0\)"),
+        (lambda r: r["metadata"].update(global_batch=16), "metadata.global_batch is 16, not world_size x per_device_batch x grad_accum = 8"),
+        (lambda r: r["metadata"].update(strategy=None), r"metadata.strategy has the wrong type \(None\)"),
+        (lambda r: r["metadata"].update(comment="mine"), "metadata has comment, which the schema lacks"),
+        (lambda r: r["steps"][0].pop("loss"), "step 1 lacks loss"),
+        (lambda r: r["steps"][1].update(grad_norm=1.0), "step 2 has grad_norm, which the schema lacks"),
+        (lambda r: r["steps"].__setitem__(0, 5), "step 1 is not an object"),
+        (lambda r: r["steps"][0].update(loss="7.0"), "step 1.loss has the wrong type"),
         (lambda r: r["metadata"].update(world_size=True), r"metadata.world_size has the wrong type \(True\)"),
         (lambda r: r["metadata"].update(lr=False), r"metadata.lr has the wrong type \(False\)"),
         (lambda r: r["summary"].pop("perplexity"), "summary lacks"),
@@ -117,26 +96,47 @@ def test_unreadable_files_name_the_file_and_the_reason(tmp_path, content, reason
 
 
 @pytest.mark.parametrize(
-    "device_type, device_name, slug",
+    ("field", "meant"),
     [
-        ("cpu", "AMD EPYC 7B13", "cpu"),
-        ("cuda", "NVIDIA H100 80GB HBM3", "h100"),
-        ("cuda", "NVIDIA A100-SXM4-80GB", "a100"),
-        ("npu", "Ascend910B4", "ascend910b4"),
-        ("musa", "MTT S4000", "s4000"),
-        ("mps", "Apple GPU", "apple-gpu"),
+        ("schedule_steps", 2),  # the schedule spanned the run
+        ("strategy", "ddp"),  # every run trained with DDP before --strategy
+        ("strategy_engine", None),
+        ("model_name_or_path", None),
+        ("data", None),
     ],
 )
-def test_device_slug(device_type, device_name, slug):
-    assert runfile.device_slug(device_type, device_name) == slug
+def test_a_file_written_before_a_field_existed_reads_as_what_it_meant(tmp_path, field, meant):
+    assert read_as_older_file(minimal_run(), tmp_path, field)["metadata"][field] == meant
+
+
+def test_every_field_a_file_may_lack_says_what_its_absence_meant():
+    may_lack = {field.name for section in (runfile.METADATA, runfile.STEP, runfile.SUMMARY) for field in section
+                if field.older is not None}
+    assert may_lack == {"schedule_steps", "strategy", "strategy_engine", "model_name_or_path", "data",
+                        "host_peak_rss_bytes"}
+
+
+def test_a_field_every_file_has_is_still_required_when_reading(tmp_path):
+    with pytest.raises(runfile.RunFileError, match="metadata lacks config_hash$"):
+        read_as_older_file(minimal_run(), tmp_path, "config_hash")
+
+
+def test_a_reader_keeps_a_field_a_later_version_added(tmp_path):
+    path = tmp_path / "run.json"
+    run = minimal_run()
+    run["steps"][0]["grad_norm"] = 0.5
+    path.write_text(json.dumps(run))
+    assert runfile.read_run(path)["steps"][0]["grad_norm"] == 0.5
 
 
 @pytest.mark.parametrize("preset", TINY_PRESETS)
 def test_committed_baselines_are_valid_and_named_by_their_content(preset):
     run = baseline(preset)
-    assert runfile.baseline_name(run) == f"{preset}.cpu-cpu.json"
-    assert (
-        run["metadata"]["parity"] and run["metadata"]["deterministic"] and run["metadata"]["world_size"] == 2
-    )
+    metadata = run["metadata"]
+    # <preset>.<backend>-<device>.json, the device "cpu" for any host cpu (docs/reference-train.md)
+    assert (run["preset"], metadata["backend"], metadata["device_type"]) == (preset, "cpu", "cpu")
+    assert metadata["parity"] and metadata["deterministic"] and metadata["world_size"] == 2
+    # recorded before --strategy and --schedule-steps: read as what they meant
+    assert (metadata["strategy"], metadata["schedule_steps"]) == ("ddp", metadata["steps"])
     losses = [step["loss"] for step in run["steps"]]
     assert losses[-1] < losses[0] - 0.5, "a parity preset must move the loss"

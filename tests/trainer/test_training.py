@@ -41,6 +41,7 @@ def gpt2_tiny_like_baseline(**changes) -> Options:
 def test_one_rank_reproduces_the_two_rank_baseline_and_its_checksums():
     expected = baseline("gpt2-tiny")
     run = train(gpt2_tiny_like_baseline())
+    runfile.validate(run)  # the record holds the schema's fields, no fewer and no more
     assert max_relative_difference(expected, run) < RTOL
     for key in ("data_checksum", "init_weights_checksum", "dropout_fields_zeroed"):
         assert run["metadata"][key] == expected["metadata"][key]

@@ -82,7 +82,7 @@ def install(
         module = types.ModuleType(f"{plugin.__name__}.{vendor.device_type}")
         setattr(plugin, vendor.device_type, module)
         sys.modules[module.__name__] = module
-    for name, value in device_module.build(module, vendor, count).items():
+    for name, value in device_module.build(vendor, count).items():
         is_function = callable(value) and not isinstance(value, type)
         setattr(module, name, recorded(name, value) if is_function and not name.startswith("_") else value)
     for name in ("Event", "Stream"):

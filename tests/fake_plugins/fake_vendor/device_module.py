@@ -32,76 +32,139 @@ def _signed(seed) -> int:
     return seed - 2**64 if seed >= 2**63 else seed
 
 
-def build(module: types.ModuleType, vendor: Vendor, device_count: int) -> dict:
-    """The device-module functions, as a name -> object dict (the caller may wrap them)."""
-    device_type = vendor.device_type
+class Devices:
+    """The devices a process sees (`count` of `device_type`): which one a call's argument names."""
 
-    def index(device=None, optional: bool = True) -> int:
+    def __init__(self, device_type: str, count: int):
+        self.type = device_type
+        self.count = count
+
+    def index(self, device=None) -> int:
         """A device index from an int, a "npu:1" / "npu" string, a torch.device or None (the current one)."""
-        if device is None or (isinstance(device, str) and device == device_type):
+        if device is None or (isinstance(device, str) and device == self.type):
             return OPS.current_device()
         if isinstance(device, str):
             device = torch.device(device)
         if isinstance(device, torch.device):
-            if device.type != device_type:
-                raise ValueError(f"Expected a {device_type} device, but got: {device}")
+            if device.type != self.type:
+                raise ValueError(f"Expected a {self.type} device, but got: {device}")
             return OPS.current_device() if device.index is None else device.index
         if isinstance(device, int) and not isinstance(device, bool):
             return device
         raise TypeError(f"invalid device {device!r}: expected an int, a string or a torch.device")
 
-    def checked(device=None) -> int:
-        i = index(device)
-        if not 0 <= i < device_count:
-            raise RuntimeError(f"invalid device ordinal {i}: this process sees {device_count} {device_type} device(s)")
+    def checked(self, device=None) -> int:
+        """`index(device)`, which must be a device this process sees."""
+        i = self.index(device)
+        if not 0 <= i < self.count:
+            raise RuntimeError(f"invalid device ordinal {i}: this process sees {self.count} {self.type} device(s)")
         return i
 
+
+def build(vendor: Vendor, device_count: int) -> dict:
+    """The device-module functions, as a name -> object dict (the caller may wrap them)."""
+    devices = Devices(vendor.device_type, device_count)
+    return {
+        **_placement(devices),
+        **_random(devices),
+        **_memory(devices, vendor.total_memory),
+        **_properties(devices, vendor),
+        **_events(devices),
+        **_streams(devices),
+        **_amp(devices.type),
+        # What torch's RNG seeding asks a privateuse1 module for.
+        "is_initialized": lambda: True,
+        "_lazy_init": _nothing,
+        "_is_in_bad_fork": lambda: False,
+    }
+
+
+def _nothing(*args, **kwargs) -> None:
+    return None
+
+
+def _placement(devices: Devices) -> dict:
+    """Which devices there are and which is current: `set_device`, `with torch.npu.device(i)`, …"""
+
     def set_device(device) -> None:
-        OPS.set_device(checked(device))
+        OPS.set_device(devices.checked(device))
 
     def synchronize(device=None) -> None:
-        checked(device)
+        devices.checked(device)
 
-    # RNG: one default generator per device, in C++; random kernels on a device draw from it. Seeds are
-    # 64-bit unsigned, carried through torch's signed int.
+    class device:  # noqa: N801 - torch.npu.device is a class named in lower case
+        """`torch.npu.device(i)`: makes device i current inside the block."""
+
+        def __init__(self, device):
+            self.index = devices.index(device)
+            self.previous = None
+
+        def __enter__(self):
+            self.previous = OPS.current_device()
+            if self.index >= 0:
+                OPS.set_device(self.index)
+
+        def __exit__(self, *exc):
+            OPS.set_device(self.previous)
+            return False
+
+    class device_of(device):  # noqa: N801
+        def __init__(self, obj):
+            super().__init__(obj.get_device() if obj.device.type == devices.type else -1)
+
+    return {
+        "is_available": lambda: devices.count > 0,
+        "device_count": lambda: devices.count,
+        "current_device": lambda: OPS.current_device(),
+        "set_device": set_device,
+        "synchronize": synchronize,
+        "device": device,
+        "device_of": device_of,
+    }
+
+
+def _random(devices: Devices) -> dict:
+    """RNG: one default generator per device, in C++; random kernels on a device draw from it. Seeds are 64-bit
+    unsigned, carried through torch's signed int."""
+
     def manual_seed(seed) -> None:
         OPS.manual_seed(OPS.current_device(), _signed(seed))
 
     def manual_seed_all(seed) -> None:
-        for i in range(device_count):
+        for i in range(devices.count):
             OPS.manual_seed(i, _signed(seed))
 
-    def seed() -> None:
-        manual_seed(int.from_bytes(os.urandom(8), "little"))
-
-    def seed_all() -> None:
-        manual_seed_all(int.from_bytes(os.urandom(8), "little"))
-
-    def initial_seed() -> int:
-        return OPS.initial_seed(OPS.current_device()) % 2**64
-
-    def get_rng_state(device=device_type) -> torch.Tensor:
-        return OPS.get_rng_state(checked(device))
-
-    def set_rng_state(new_state, device=device_type) -> None:
-        OPS.set_rng_state(checked(device), new_state)
-
-    def get_rng_state_all() -> list:
-        return [OPS.get_rng_state(i) for i in range(device_count)]
+    def set_rng_state(new_state, device=devices.type) -> None:
+        OPS.set_rng_state(devices.checked(device), new_state)
 
     def set_rng_state_all(new_states) -> None:
         for i, state in enumerate(new_states):
             OPS.set_rng_state(i, state)
 
-    # Memory: the bytes the device holds now and at its peak (no cache: reserved is allocated).
+    return {
+        "manual_seed": manual_seed,
+        "manual_seed_all": manual_seed_all,
+        "seed": lambda: manual_seed(int.from_bytes(os.urandom(8), "little")),
+        "seed_all": lambda: manual_seed_all(int.from_bytes(os.urandom(8), "little")),
+        "initial_seed": lambda: OPS.initial_seed(OPS.current_device()) % 2**64,
+        "get_rng_state": lambda device=devices.type: OPS.get_rng_state(devices.checked(device)),
+        "set_rng_state": set_rng_state,
+        "get_rng_state_all": lambda: [OPS.get_rng_state(i) for i in range(devices.count)],
+        "set_rng_state_all": set_rng_state_all,
+    }
+
+
+def _memory(devices: Devices, total_memory: int) -> dict:
+    """The bytes a device holds now and at its peak (no cache: reserved is allocated)."""
+
     def memory_allocated(device=None) -> int:
-        return OPS.memory_stats(checked(device))[0]
+        return OPS.memory_stats(devices.checked(device))[0]
 
     def max_memory_allocated(device=None) -> int:
-        return OPS.memory_stats(checked(device))[1]
+        return OPS.memory_stats(devices.checked(device))[1]
 
     def memory_stats(device=None) -> dict:
-        current, peak, allocations, frees = OPS.memory_stats(checked(device))
+        current, peak, allocations, frees = OPS.memory_stats(devices.checked(device))
         return {
             "allocated_bytes.all.current": current,
             "allocated_bytes.all.peak": peak,
@@ -112,19 +175,32 @@ def build(module: types.ModuleType, vendor: Vendor, device_count: int) -> dict:
         }
 
     def reset_peak_memory_stats(device=None) -> None:
-        OPS.reset_peak(checked(device))
+        OPS.reset_peak(devices.checked(device))
 
-    def mem_get_info(device=None) -> tuple[int, int]:
-        return vendor.total_memory - memory_allocated(device), vendor.total_memory
+    return {
+        "empty_cache": _nothing,
+        "memory_allocated": memory_allocated,
+        "max_memory_allocated": max_memory_allocated,
+        "memory_reserved": memory_allocated,
+        "max_memory_reserved": max_memory_allocated,
+        "memory_stats": memory_stats,
+        "reset_peak_memory_stats": reset_peak_memory_stats,
+        "reset_max_memory_allocated": reset_peak_memory_stats,
+        "mem_get_info": lambda device=None: (total_memory - memory_allocated(device), total_memory),
+    }
+
+
+def _properties(devices: Devices, vendor: Vendor) -> dict:
+    """What the device is: its name, memory and capability, as the vendor reports them."""
 
     def get_device_capability(device=None):
-        checked(device)
+        devices.checked(device)
         if vendor.capability is None:  # torch_npu's answer, warning included
-            warnings.warn(f"torch.{device_type}.get_device_capability isn't implemented!", stacklevel=2)
+            warnings.warn(f"torch.{devices.type}.get_device_capability isn't implemented!", stacklevel=2)
         return vendor.capability
 
     def get_device_properties(device=None):
-        checked(device)
+        devices.checked(device)
         return types.SimpleNamespace(
             name=vendor.device_name,
             total_memory=vendor.total_memory,
@@ -133,6 +209,17 @@ def build(module: types.ModuleType, vendor: Vendor, device_count: int) -> dict:
             multi_processor_count=1,
         )
 
+    return {
+        "get_device_name": lambda device=None: get_device_properties(device).name,
+        "get_device_properties": get_device_properties,
+        "get_device_capability": get_device_capability,
+        "is_bf16_supported": lambda including_emulation=True: True,
+    }
+
+
+def _events(devices: Devices) -> dict:
+    """Events, which time with the host clock (in C++): work on this device is synchronous."""
+
     class Event:
         """`torch.npu.Event` over a torch.Event of this device type (timing from the device guard, in ms).
 
@@ -140,7 +227,7 @@ def build(module: types.ModuleType, vendor: Vendor, device_count: int) -> dict:
 
         def __init__(self, enable_timing=False, blocking=False, interprocess=False):
             self._event = torch.Event(
-                device=device_type, enable_timing=enable_timing, blocking=blocking, interprocess=interprocess
+                device=devices.type, enable_timing=enable_timing, blocking=blocking, interprocess=interprocess
             )
 
         def record(self, stream=None):
@@ -158,13 +245,19 @@ def build(module: types.ModuleType, vendor: Vendor, device_count: int) -> dict:
         def elapsed_time(self, end_event):
             return self._event.elapsed_time(end_event._event)
 
+    return {"Event": Event}
+
+
+def _streams(devices: Devices) -> dict:
+    """Streams: work on this device is synchronous, so every stream is always done."""
+
     class Stream(torch.Stream):
-        """`torch.npu.Stream`: every stream of a synchronous device is always done."""
+        """`torch.npu.Stream`."""
 
         def __new__(cls, device=None, priority=0, **kwargs):
             if kwargs:
                 return super().__new__(cls, **kwargs)
-            return super().__new__(cls, device=torch.device(device_type, index(device)), priority=priority)
+            return super().__new__(cls, device=torch.device(devices.type, devices.index(device)), priority=priority)
 
         # torch.Stream takes only torch.Event: the vendor's Event is unwrapped (FSDP2 passes its own).
         def wait_event(self, event):
@@ -178,30 +271,21 @@ def build(module: types.ModuleType, vendor: Vendor, device_count: int) -> dict:
 
     def current_stream(device=None) -> Stream:
         # The guard hands out the one default stream for every request.
-        return Stream(checked(device))
+        return Stream(devices.checked(device))
 
     def stream(s):
         return contextlib.nullcontext(s)
 
-    class device:  # noqa: N801 - torch.npu.device is a class named in lower case
-        """`torch.npu.device(i)`: makes device i current inside the block."""
+    return {
+        "Stream": Stream,
+        "stream": stream,
+        "current_stream": current_stream,
+        "default_stream": current_stream,
+    }
 
-        def __init__(self, device):
-            self.index = index(device)
-            self.previous = None
 
-        def __enter__(self):
-            self.previous = OPS.current_device()
-            if self.index >= 0:
-                OPS.set_device(self.index)
-
-        def __exit__(self, *exc):
-            OPS.set_device(self.previous)
-            return False
-
-    class device_of(device):  # noqa: N801
-        def __init__(self, obj):
-            super().__init__(obj.get_device() if obj.device.type == device_type else -1)
+def _amp(device_type: str) -> dict:
+    """`torch.npu.amp`, and what torch.autocast asks a privateuse1 module for."""
 
     class amp:  # noqa: N801 - a namespace, as torch.npu.amp is a module
         class autocast(torch.autocast):  # noqa: N801
@@ -213,46 +297,4 @@ def build(module: types.ModuleType, vendor: Vendor, device_count: int) -> dict:
                          enabled=True):
                 super().__init__(device_type, init_scale, growth_factor, backoff_factor, growth_interval, enabled)
 
-    nothing = lambda *args, **kwargs: None  # noqa: E731
-    return {
-        "is_available": lambda: device_count > 0,
-        "device_count": lambda: device_count,
-        "current_device": lambda: OPS.current_device(),
-        "set_device": set_device,
-        "synchronize": synchronize,
-        "manual_seed": manual_seed,
-        "manual_seed_all": manual_seed_all,
-        "seed": seed,
-        "seed_all": seed_all,
-        "initial_seed": initial_seed,
-        "get_rng_state": get_rng_state,
-        "set_rng_state": set_rng_state,
-        "get_rng_state_all": get_rng_state_all,
-        "set_rng_state_all": set_rng_state_all,
-        "empty_cache": nothing,
-        "memory_allocated": memory_allocated,
-        "max_memory_allocated": max_memory_allocated,
-        "memory_reserved": memory_allocated,
-        "max_memory_reserved": max_memory_allocated,
-        "memory_stats": memory_stats,
-        "reset_peak_memory_stats": reset_peak_memory_stats,
-        "reset_max_memory_allocated": reset_peak_memory_stats,
-        "mem_get_info": mem_get_info,
-        "get_device_name": lambda device=None: get_device_properties(device).name,
-        "get_device_properties": get_device_properties,
-        "get_device_capability": get_device_capability,
-        "is_bf16_supported": lambda including_emulation=True: True,
-        "Event": Event,
-        "Stream": Stream,
-        "stream": stream,
-        "current_stream": current_stream,
-        "default_stream": current_stream,
-        "device": device,
-        "device_of": device_of,
-        "amp": amp,
-        # What torch.autocast and torch's RNG seeding ask a privateuse1 module for.
-        "get_amp_supported_dtype": lambda: [torch.float16, torch.bfloat16],
-        "is_initialized": lambda: True,
-        "_lazy_init": nothing,
-        "_is_in_bad_fork": lambda: False,
-    }
+    return {"amp": amp, "get_amp_supported_dtype": lambda: [torch.float16, torch.bfloat16]}
