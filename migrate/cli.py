@@ -5,8 +5,10 @@ below; `would change PATH` under `--check`, the summary line, the progress bar a
 itself on stderr. With `--diff`, stdout carries the patch alone (`| git apply` works) and diagnostics
 move to stderr; with `-` (stdin), stdout carries the migrated code. `--output-format json|csv|sarif|github`
 puts one document on stdout instead of the text diagnostics. `-q` prints nothing but errors.
-Exit status: 0 done, 1 `--check`/`--diff --check` found files to change, 2 some input could not be
-processed (named on stderr or as a PL9xx diagnostic; left untouched; every other file still processed).
+Exit status, as ruff's: 0 done; 1 warning- or error-severity findings remain (sites left for a human;
+info findings do not count; `--exit-zero` opts out), or `--check` found files to change; 2 some input
+could not be processed (named on stderr or as a PL9xx diagnostic; left untouched; every other file still
+processed).
 """
 
 from __future__ import annotations
@@ -93,6 +95,11 @@ class OneLineErrors(click.Command):
 @click.option(
     "--annotate", is_flag=True, help="Add a `# portlayer: PLnnn …` comment above each reported site."
 )
+@click.option(
+    "--exit-zero",
+    is_flag=True,
+    help="Exit 0 though warning or error findings remain (--check still exits 1 for files to change).",
+)
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing but errors.")
 @click.option(
     "-v", "--verbose", is_flag=True, help="Also print every change made and statistics by category."
@@ -109,6 +116,7 @@ def migrate(
     stdin_filename: Path | None,
     output_format: str,
     annotate: bool,
+    exit_zero: bool,
     quiet: bool,
     verbose: bool,
 ) -> None:
@@ -116,6 +124,9 @@ def migrate(
 
     Writes files in place (atomically, keeping encoding, line endings and mode) unless --diff or --check.
     PATH `-` reads the code from stdin and writes the migrated code to stdout.
+
+    Exit status: 0 done; 1 warning or error findings remain (sites left for a human; not info ones;
+    --exit-zero opts out), or --check found files to change; 2 some input could not be processed.
     """
     reading_stdin = STDIN in paths
     _reject_conflicting_options(paths, reading_stdin, show_diff, output_format, stdin_filename, quiet, verbose)
@@ -138,7 +149,7 @@ def migrate(
         run.report(report_path)
     out.document()
     out.summary(run.tally, options.write or options.emit)
-    status = run.exit_status(check)
+    status = run.exit_status(check, exit_zero)
     if status:
         sys.exit(status)
 
@@ -214,11 +225,15 @@ class _Run:
             self.out.error(f"{path}: cannot write the report: {exc.strerror or exc}")
             self.unusable_input = True
 
-    def exit_status(self, check: bool) -> int:
-        """2: some input could not be processed; 1: `--check` found files to change; 0: done."""
+    def exit_status(self, check: bool, exit_zero: bool) -> int:
+        """2: some input could not be processed; 1: `--check` found files to change, or (unless `exit_zero`)
+        warning or error findings remain; 0: done."""
         if self.unusable_input or self.tally.files["failed"]:
             return 2
-        return 1 if check and self.tally.files["changed"] else 0
+        if check and self.tally.files["changed"]:
+            return 1
+        remaining = self.tally.severities["warning"] + self.tally.severities["error"]
+        return 1 if remaining and not exit_zero else 0
 
     def record(self, result: job.FileResult) -> job.FileResult:
         ignored = self.config.ignored_codes(result.path)

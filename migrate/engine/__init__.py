@@ -11,10 +11,13 @@ What is inside, in the order a source meets it:
   every name in them to what it is bound to (`torch.cuda.synchronize`, whatever the aliases).
 - `snippets`: only those statements reach LibCST, as one small module; printed back (`printing`), they
   are spliced into the file, and every other byte stays as it was.
-- `pipeline`: each rule (`portlayer.migrate.rules`) runs over the snippets in turn; then `imports` adds
-  and removes imports once, so no rule shifts another's lines.
+- `facts`: what the rules know of the whole file beyond their statements (`dataflow`, `guards`, `regions`),
+  each computed once, and only for a rule that declares it.
+- `pipeline`: the file rules, then each rule (`portlayer.migrate.rules`) over the snippets in turn; then
+  `settle` does what they asked of the whole text (imports added and removed, fallbacks taken) once, so
+  no rule shifts another's lines. The engine names no rule.
 
-How to write a rule (four things to know; the rest is the engine's business):
+How to write a rule (five things to know; the rest is the engine's business):
 1. A rule is a `libcst.CSTTransformer` subclass of `portlayer.migrate.rules.base.Rule` (or of
    `ReferenceRule`, whose `reference(node)` sees each outermost name or attribute chain), in a module of
    `migrate/rules/`, listed in `RULES` (`migrate/rules/__init__.py`) where its order matters.
@@ -34,6 +37,8 @@ How to write a rule (four things to know; the rest is the engine's business):
    its title, hint and severity (`Diagnostic.of`). Positions are the file's, 1-based. Add a golden
    input/output pair under tests/migrate/golden/ and a program that uses the construct and still runs
    once migrated: the migrated program, not a count of sites, is the measure.
+5. `NEEDS = (INT_NAMES,)`: the facts about the whole file the rule reads, each with `self.fact(INT_NAMES)`
+   (reading an undeclared one raises); `self.requests` takes what it asks of the whole migrated text.
 docs/migrate-rules.md says the same with an example.
 """
 

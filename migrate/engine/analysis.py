@@ -50,6 +50,26 @@ def parse_python(source: str) -> ast.Module:
         return ast.parse(source)
 
 
+class ParsedText:
+    """A module's text and CPython's tree of it, parsed the first time it is asked for: the edits made
+    after the rules (`portlayer.migrate.engine.settle`) read the tree of the text each is given, and most
+    leave that text as it was."""
+
+    def __init__(self, code: str):
+        self.code = code
+        self._tree: ast.Module | None = None
+
+    @property
+    def tree(self) -> ast.Module:
+        if self._tree is None:
+            self._tree = parse_python(self.code)
+        return self._tree
+
+    def replace(self, code: str) -> None:
+        if code != self.code:
+            self.code, self._tree = code, None
+
+
 def source_lines(source: str) -> list[str]:
     """Lines as the parser counts them, with their endings (str.splitlines also breaks at form feeds)."""
     return re.findall(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+", source)

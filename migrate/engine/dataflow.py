@@ -1,11 +1,14 @@
 """One step of data flow over CPython's tree of the whole file, for what the rules cannot see in the
-statements they are shown:
+statements they are shown; each a fact a rule declares (`portlayer.migrate.engine.facts`):
 
-- names that provably hold an int device index (`self.gpu_id = int(os.environ["LOCAL_RANK"])`, a
-  parameter `gpu_id: int`, `device_id = rank % torch.cuda.device_count()`, `device = 0`): an int given
-  as a device means a CUDA device, so `.to(self.gpu_id)` becomes `.to(<device gpu_id>)`;
-- names inside a function assigned a CUDA device string once and read only where a device goes
-  (`loc = f"cuda:{i}"` then `torch.load(path, map_location=loc)`): the string is a device.
+- `INT_NAMES`: names that provably hold an int device index (`self.gpu_id = int(os.environ["LOCAL_RANK"])`,
+  a parameter `gpu_id: int`, `device_id = rank % torch.cuda.device_count()`, `device = 0`), and names that
+  hold a list of them: an int given as a device means a CUDA device, so `.to(self.gpu_id)` becomes
+  `.to(<device gpu_id>)`;
+- `DEVICE_STRINGS`: names inside a function assigned a CUDA device string once and read only where a
+  device goes (`loc = f"cuda:{i}"` then `torch.load(path, map_location=loc)`): the string is a device;
+- `INT_DEVICE_ASSIGNMENTS`: `device = 0` (or `= torch.cuda.current_device()`), an int held by a name
+  given as a device, whose uses may be anywhere.
 
 Names are dotted (`self.gpu_id`) and matched by their text across the file, which is what an attribute
 set in `__init__` and read in another method needs.
@@ -15,69 +18,42 @@ from __future__ import annotations
 
 import ast
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from portlayer.migrate.results import Diagnostic
+from portlayer.migrate.engine.facts import Fact
+from portlayer.migrate.engine.names import dotted
 
 # Calls that return an int: `int(...)`, `len(...)`, the distributed rank and the device index queries.
 _INT_CALLS = {"int", "len", "get_rank", "get_local_rank", "get_world_size", "current_device", "device_count",
               "current_device_index", "local_rank"}
 _INDEX_OPERATORS = (ast.Mod, ast.FloorDiv, ast.Add, ast.Sub, ast.Mult)
 _DEVICE_KEYWORDS = {"device", "map_location"}
+# `device = 0`, `self.device_id: int = 1`, `device = get_accelerator().current_device()`: a device held as
+# an int, where the file may have one (the test of a file that has none costs no walk of its tree).
+_INT_DEVICE = re.compile(r"device\w*\s*(?::\s*int\s*)?=\s*(?:\d|[\w.()]*?\b(?:"
+                         + "|".join(sorted(_INT_CALLS)) + r")\s*\()", re.IGNORECASE)
 
 
-@dataclass
-class DataFlow:
-    int_names: set[str] = field(default_factory=set)
-    # Names that hold a list of ints (`device_ids = list(range(a, b))`): an item of one is an int.
-    int_lists: set[str] = field(default_factory=set)
-    # Lines of `name = "cuda..."` assignments whose name is read only as a device.
-    device_string_lines: set[int] = field(default_factory=set)
-    # `device = 0` (line, column 1-based, name) where the name is given as a device somewhere.
-    int_devices: list[tuple[int, int, str]] = field(default_factory=list)
+@dataclass(frozen=True)
+class IntNames:
+    names: frozenset[str]  # that hold an int
+    lists: frozenset[str]  # that hold a list of ints (`device_ids = list(range(a, b))`): an item of one is an int
 
 
-def dotted(node: ast.AST) -> str | None:
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Attribute):
-        head = dotted(node.value)
-        return None if head is None else f"{head}.{node.attr}"
-    return None
-
-
-# `device = 0`, `self.device_id: int = 1`: a device held as an int, where the file has one.
-_INT_DEVICE = re.compile(r"device\w*\s*(?::\s*int\s*)?=\s*\d", re.IGNORECASE)
-
-
-def find_data_flow(tree: ast.Module, source: str, index_names: bool) -> DataFlow:
-    """`index_names`: the code reads a name like a GPU index (the int names are needed only then)."""
-    flow = DataFlow()
-    if not index_names and _INT_DEVICE.search(source) is None:
-        if "cuda:" in source:
-            for node in ast.walk(tree):
-                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                    _device_strings(node, flow)
-        return flow
+def find_int_names(tree: ast.Module) -> IntNames:
+    names: set[str] = set()
+    lists: set[str] = set()
     assignments: list[tuple[str, ast.expr]] = []
-    given_as_device: set[str] = set()
-    int_literals: list[tuple[ast.stmt, str]] = []
     for node in ast.walk(tree):
-        if isinstance(node, ast.Call):
-            given_as_device.update(filter(None, map(dotted, device_arguments(node))))
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             arguments = node.args
             for arg in [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs]:
                 if isinstance(arg.annotation, ast.Name) and arg.annotation.id == "int":
-                    flow.int_names.add(arg.arg)
-            if "cuda:" in source:
-                _device_strings(node, flow)
+                    names.add(arg.arg)
         elif isinstance(node, ast.Assign) and len(node.targets) == 1:
             name = dotted(node.targets[0])
             if name is not None:
                 assignments.append((name, node.value))
-                if "device" in name.rsplit(".", 1)[-1].lower() and _is_int(node.value, set()):
-                    int_literals.append((node, name))
         elif isinstance(node, ast.AnnAssign) and node.value is not None:
             name = dotted(node.target)
             if name is not None:
@@ -85,13 +61,39 @@ def find_data_flow(tree: ast.Module, source: str, index_names: bool) -> DataFlow
     # Two passes: `self.gpu_id = gpu_id` after `gpu_id: int`, or after `gpu_id = int(...)`.
     for _ in range(2):
         for name, value in assignments:
-            if _is_int(value, flow.int_names):
-                flow.int_names.add(name)
-            elif _is_int_list(value, flow.int_names):
-                flow.int_lists.add(name)
-    flow.int_devices = [(node.lineno, node.col_offset + 1, name) for node, name in int_literals
-                        if name in given_as_device]
-    return flow
+            if _is_int(value, names):
+                names.add(name)
+            elif _is_int_list(value, names):
+                lists.add(name)
+    return IntNames(frozenset(names), frozenset(lists))
+
+
+def find_int_device_assignments(tree: ast.Module, source: str) -> tuple[tuple[int, int, str], ...]:
+    """`device = 0` (line, column 1-based, name): an int assigned to a name whose last part names a
+    device, where the file gives that name as a device."""
+    if _INT_DEVICE.search(source) is None:
+        return ()
+    given_as_device: set[str] = set()
+    assigned: list[tuple[ast.Assign, str]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            given_as_device.update(filter(None, map(dotted, device_arguments(node))))
+        elif isinstance(node, ast.Assign) and len(node.targets) == 1:
+            name = dotted(node.targets[0])
+            if name is not None and "device" in name.rsplit(".", 1)[-1].lower() and _is_int(node.value, set()):
+                assigned.append((node, name))
+    return tuple((node.lineno, node.col_offset + 1, name) for node, name in assigned if name in given_as_device)
+
+
+def find_device_strings(tree: ast.Module, source: str) -> frozenset[int]:
+    """The lines of `name = "cuda..."` assignments whose name is read only as a device in its function."""
+    if "cuda:" not in source:
+        return frozenset()
+    lines: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            lines.update(_device_strings(node))
+    return frozenset(lines)
 
 
 def _is_int(value: ast.expr, known: set[str]) -> bool:
@@ -126,8 +128,8 @@ def _is_cuda_string(value: ast.expr) -> bool:
     return False
 
 
-def _device_strings(function: ast.FunctionDef | ast.AsyncFunctionDef, flow: DataFlow) -> None:
-    """`name = "cuda..."` assigned once in `function` and read only as a device there."""
+def _device_strings(function: ast.FunctionDef | ast.AsyncFunctionDef) -> list[int]:
+    """The lines of `name = "cuda..."` assigned once in `function` and read only as a device there."""
     stores: dict[str, int] = {}
     assigned: dict[str, ast.Assign] = {}
     reads: dict[str, int] = {}
@@ -142,10 +144,9 @@ def _device_strings(function: ast.FunctionDef | ast.AsyncFunctionDef, flow: Data
             for argument in device_arguments(node):
                 if isinstance(argument, ast.Name):
                     device_reads[argument.id] = device_reads.get(argument.id, 0) + 1
-    for name, assignment in assigned.items():
-        if (stores.get(name) == 1 and _is_cuda_string(assignment.value) and reads.get(name)
-                and reads[name] == device_reads.get(name)):
-            flow.device_string_lines.add(assignment.lineno)
+    return [assignment.lineno for name, assignment in assigned.items()
+            if stores.get(name) == 1 and _is_cuda_string(assignment.value) and reads.get(name)
+            and reads[name] == device_reads.get(name)]
 
 
 def device_arguments(call: ast.Call) -> list[ast.expr]:
@@ -156,8 +157,8 @@ def device_arguments(call: ast.Call) -> list[ast.expr]:
     return found
 
 
-def int_device_diagnostics(flow: DataFlow, excluded: frozenset[int]) -> list[Diagnostic]:
-    """PL412 at `device = 0` (a device held as an int index) whose uses the rules do not see."""
-    return [Diagnostic.of("PL412", line, col, f"{name} holds an int and is given as a device: an int there means "
-                                              "a CUDA device")
-            for line, col, name in flow.int_devices if line not in excluded]
+INT_NAMES = Fact("the names that hold an int or a list of ints", lambda file, facts: find_int_names(file.tree))
+DEVICE_STRINGS = Fact("the CUDA device strings read only as devices",
+                      lambda file, facts: find_device_strings(file.tree, file.text))
+INT_DEVICE_ASSIGNMENTS = Fact("the int literals held by names given as devices",
+                              lambda file, facts: find_int_device_assignments(file.tree, file.text))

@@ -1,10 +1,16 @@
-"""The imports a migration needs, settled once after every rule has run: the target's module added
-once (after the module's leading imports), and imports the rules' edits left unused removed.
+"""The imports a migration needs, settled once every rule has run (`portlayer.migrate.engine.settle`):
+the target's module added once (where isort puts it), and imports the rules' edits left unused removed.
 
-Only module-level imports that a rule released are candidates for removal, and a name counts as
-used if it appears anywhere outside import statements (as a name or as a string, for `__all__`).
-Both work on the migrated text: CPython's parse finds the statements, LibCST rewrites only an import
-statement that loses names.
+Only module-level imports that a rule released are candidates for removal (and imports inside functions
+and blocks from torch.cuda or a library a rule converted calls of), and a name counts as used if it
+appears anywhere outside import statements (as a name or as a string, for `__all__`). Both work on the
+migrated text: CPython's parse finds the statements, LibCST rewrites only an import statement that
+loses names.
+
+Not LibCST's AddImportsVisitor and RemoveImportsVisitor: they need the whole module parsed by LibCST,
+with its scope metadata, where the engine parses only the statements the rules see (LibCST's parse of
+a large module costs more than a second, CPython's milliseconds: bench/migrate_tree.py), and they put
+an added import after the module's last import, where this puts it where isort (ruff's I001) would.
 """
 
 from __future__ import annotations
@@ -12,77 +18,36 @@ from __future__ import annotations
 import ast
 import re
 import sys
-from dataclasses import dataclass, field
 
 import libcst as cst
 
 from portlayer.migrate.engine.analysis import (
     ImportSpec,
+    ParsedText,
     first_line,
     line_group,
     line_groups,
     nested_bodies,
     newline_of,
-    parse_python,
     source_lines,
 )
 from portlayer.migrate.engine.import_statements import alias_binding, top_module
-from portlayer.migrate.engine.printing import code_of
-from portlayer.migrate.engine.program_fallbacks import take_fallbacks
+from portlayer.migrate.engine.names import dotted
 
-# What a rule leaves for a statement it drops (`pass  # portlayer: dropped`): removed here, or a plain
-# `pass` where the block would otherwise be empty.
-DROPPED = "# portlayer: dropped"
 # An indented `from torch.cuda... import` or `import torch.cuda... as`.
 _NESTED_TORCH_CUDA_IMPORT = re.compile(r"^[ \t]+(?:from|import)[ \t]+torch\.cuda", re.MULTILINE)
 
 
-@dataclass
-class ImportPlan:
-    added: set[str] = field(default_factory=set)
-    released: set[ImportSpec] = field(default_factory=set)
-    # CUDA-only libraries whose `try: import … except ImportError: <fallback>` gives way to the fallback,
-    # and for each such `try` in the file (in order) whether it does (`engine.fallbacks`).
-    fallback_libraries: frozenset[str] = frozenset()
-    fallbacks_taken: tuple[bool, ...] = ()
-    # CUDA-only libraries (top-level packages) some of whose calls a rule rewrote: their imports inside
-    # functions and blocks go too once nothing there reads their names.
-    converted_libraries: set[str] = field(default_factory=set)
-    # Module-level names the rewritten sites read (`DEVICE_TYPE`) -> the expression each is defined as.
-    defined: dict[str, str] = field(default_factory=dict)
-
-    def apply(self, code: str) -> tuple[str, list[str]]:
-        """`code` (a migrated module) with its imports settled, and the modules whose import was added."""
-        tree = parse_python(code)
-        if any(self.fallbacks_taken):
-            code = take_fallbacks(code, tree, self.fallback_libraries, self.fallbacks_taken)
-            tree = parse_python(code)
-        if self.released:
-            removed = _remove_unused(code, tree, self.released)
-            if removed != code:
-                code, tree = removed, parse_python(removed)
-        if DROPPED in code:
-            code = _drop_marked(code, tree)
-            tree = parse_python(code)
-        removed = _remove_unused_nested(code, tree, self.converted_libraries)
-        if removed != code:
-            code, tree = removed, parse_python(removed)
-        plain = _plain_imports(tree)
-        missing = [name for name in sorted(self.added, key=_rank) if name not in plain]
-        if missing:
-            code = _insert(code, tree, missing)
-        if self.defined:
-            code = _define(code, parse_python(code), self.defined)
-        return code, missing
+def missing_imports(tree: ast.Module, added: set[str]) -> list[str]:
+    """The modules of `added` the module does not import as themselves at module level, in the order
+    they are to be added."""
+    plain = _plain_imports(tree)
+    return [name for name in sorted(added, key=_rank) if name not in plain]
 
 
 def _rank(name: str) -> tuple[bool, str]:
     # torch first: the other module a rule adds (portlayer, or the target's vendor plugin) imports it.
     return (name != "torch", name)
-
-
-def _dotted(node: cst.BaseExpression) -> str:
-    return code_of(node)
 
 
 def bound_name(spec: ImportSpec) -> str:
@@ -118,7 +83,9 @@ def _used_names(tree: ast.Module) -> set[str]:
     return used
 
 
-def _remove_unused(code: str, tree: ast.Module, released: set[ImportSpec]) -> str:
+def remove_unused(text: ParsedText, released: set[ImportSpec]) -> str:
+    """The module-level imports of `released` whose names nothing reads any more after the rewrite."""
+    code, tree = text.code, text.tree
     used = _used_names(tree)
     remover = _RemoveUnused(released, used)
     lines = source_lines(code)
@@ -135,14 +102,15 @@ def _remove_unused(code: str, tree: ast.Module, released: set[ImportSpec]) -> st
     return "".join(lines)
 
 
-def _remove_unused_nested(code: str, tree: ast.Module, libraries: set[str]) -> str:
+def remove_unused_nested(text: ParsedText, libraries: set[str]) -> str:
     """Imports from torch.cuda (or from one of `libraries`) inside functions, classes and blocks
     (detectron2's function-level `from torch.cuda.amp import GradScaler`) whose names nothing reads any
     more after the rewrite: the names go, the statement too when none is left (`pass` where the block
     would be empty)."""
+    code = text.code
     if not libraries and _NESTED_TORCH_CUDA_IMPORT.search(code) is None:
-        return code  # the common case, told without walking the tree
-    candidates = [(scope, body, index) for scope, body in nested_bodies(tree) for index, statement in enumerate(body)
+        return code  # the common case, told without parsing or walking the tree
+    candidates = [(scope, body, index) for scope, body in nested_bodies(text.tree) for index, statement in enumerate(body)
                   if (_imports_from_torch_cuda(statement) or top_module(statement) in libraries)
                   and line_group(body, index) == (index, index)]
     if not candidates:
@@ -174,23 +142,6 @@ def _remove_unused_nested(code: str, tree: ast.Module, libraries: set[str]) -> s
     return "".join(lines)
 
 
-def _drop_marked(code: str, tree: ast.Module) -> str:
-    lines = source_lines(code)
-    edits: dict[int, str] = {}
-    for body in [tree.body, *(body for _, body in nested_bodies(tree))]:
-        marked = [s for s in body if isinstance(s, ast.Pass) and lines[s.lineno - 1].rstrip().endswith(DROPPED)]
-        for index, statement in enumerate(marked):
-            number = statement.lineno
-            line = lines[number - 1]
-            keep = body is not tree.body and len(marked) == len(body) and index == 0
-            edits[number] = line[: statement.col_offset] + "pass" + newline_of(line) if keep else ""
-            if not keep and 1 < number < len(lines) and not lines[number - 2].strip() and not lines[number].strip():
-                edits[number - 1] = ""  # one blank line, not two, where the statement stood between them
-    for number, text in edits.items():
-        lines[number - 1] = text
-    return "".join(lines)
-
-
 def _imports_from_torch_cuda(statement: ast.stmt) -> bool:
     if isinstance(statement, ast.ImportFrom):
         module = statement.module or ""
@@ -219,14 +170,14 @@ class _RemoveUnused(cst.CSTTransformer):
         return spec not in self.released or bound_name(spec) in self.used
 
     def leave_Import(self, original_node, updated_node):
-        names = [a for a in updated_node.names if self._keep((_dotted(a.name), None, a.evaluated_alias))]
+        names = [a for a in updated_node.names if self._keep((dotted(a.name), None, a.evaluated_alias))]
         return self._with_names(updated_node, names)
 
     def leave_ImportFrom(self, original_node, updated_node):
         if isinstance(updated_node.names, cst.ImportStar) or updated_node.relative or updated_node.module is None:
             return updated_node
-        module = _dotted(updated_node.module)
-        names = [a for a in updated_node.names if self._keep((module, _dotted(a.name), a.evaluated_alias))]
+        module = dotted(updated_node.module)
+        names = [a for a in updated_node.names if self._keep((module, dotted(a.name), a.evaluated_alias))]
         return self._with_names(updated_node, names)
 
     @staticmethod
@@ -255,12 +206,13 @@ def _plain_imports(tree: ast.Module) -> set[str]:
     }
 
 
-def _insert(code: str, tree: ast.Module, modules: list[str]) -> str:
+def insert_imports(text: ParsedText, modules: list[str]) -> str:
     """`import module` lines where isort (ruff's I001) puts them: in the third-party block that imports
     torch, among its `import x` lines in alphabetical order; without such a block, after the docstring
     and the imports that open the module (before its first statement if it opens with neither), set off
     by a blank line from the code that follows."""
-    groups = line_groups(tree.body)
+    code = text.code
+    groups = line_groups(text.tree.body)
     block = _torch_block(groups)
     if block is not None:
         return _insert_sorted(code, block, modules)
@@ -342,22 +294,4 @@ def _insert_sorted(code: str, block: list[ast.stmt], modules: list[str]) -> str:
         if line - 2 >= 0 and line - 2 < len(lines) and not lines[line - 2].endswith(("\n", "\r")):
             lines[line - 2] += newline
         lines[line - 1:line - 1] = at[line]
-    return "".join(lines)
-
-
-def _define(code: str, tree: ast.Module, defined: dict[str, str]) -> str:
-    """`NAME = expression` lines below the module-level `import torch` and the imports right after it,
-    where a reader looks for what the module sets up."""
-    body = tree.body
-    # The last module-level `import torch[.x] [as y]`: the expressions read the name it binds.
-    position = max(index for index, statement in enumerate(body)
-                   if isinstance(statement, ast.Import) and top_module(statement) == "torch")
-    while position + 1 < len(body) and isinstance(body[position + 1], (ast.Import, ast.ImportFrom)):
-        position += 1
-    after = body[position].end_lineno
-    lines = source_lines(code)
-    newline = newline_of(code)
-    if after and not lines[after - 1].endswith(("\n", "\r")):
-        lines[after - 1] += newline
-    lines[after:after] = [f"{name} = {expression}{newline}" for name, expression in sorted(defined.items())]
     return "".join(lines)

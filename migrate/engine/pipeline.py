@@ -1,10 +1,13 @@
 """The codemod's entry point: one Python source in, the migrated source and its report out.
 
 It never imports or runs the code it rewrites. CPython's parser finds the statements a rule can fire
-on (`portlayer.migrate.engine.analysis`); only those reach LibCST, as one small module (`portlayer.migrate.engine.snippets`), and each
-concern is one transformer over it (`migrate/rules/`), run in sequence. Imports are added and removed
-once, after every rule has run, so that no rule shifts the lines of another: every `Change` and
-`Diagnostic` points at a line of the input.
+on (`portlayer.migrate.engine.analysis`); only those reach LibCST, as one small module
+(`portlayer.migrate.engine.snippets`), and each concern is one transformer over it (`migrate/rules/`), run
+in sequence after the file rules, which need no statement. What a rule knows of the whole file beyond
+its statements is a fact it declares (`portlayer.migrate.engine.facts`), computed only if such a rule asks.
+What needs the whole migrated text (imports added and removed, fallbacks taken) is done once, after every
+rule has run (`portlayer.migrate.engine.settle`), so that no rule shifts the lines of another: every
+`Change` and `Diagnostic` points at a line of the input.
 """
 
 from __future__ import annotations
@@ -17,22 +20,18 @@ from functools import reduce
 import libcst as cst
 from libcst.metadata import MetadataWrapper
 
-from portlayer.migrate.engine import regions
-from portlayer.migrate.engine.analysis import analyse
+from portlayer.migrate.engine.analysis import Analysis, analyse
 from portlayer.migrate.engine.annotate import Annotate
-from portlayer.migrate.engine.dataflow import find_data_flow, int_device_diagnostics
-from portlayer.migrate.engine.guards import dispatch_diagnostics, find_guards
-from portlayer.migrate.engine.imports import ImportPlan
+from portlayer.migrate.engine.context import EXCLUDED_LINES, FileContext, Requests
+from portlayer.migrate.engine.facts import Facts, SourceFile
 from portlayer.migrate.engine.locations import NodeLocations
-from portlayer.migrate.engine.program_fallbacks import Fallback, find_fallbacks
 from portlayer.migrate.engine.quotes import QuotesInsideFStrings
+from portlayer.migrate.engine.settle import settle
 from portlayer.migrate.engine.snippets import Snippets
-from portlayer.migrate.engine.triggers import Prefilter
+from portlayer.migrate.engine.triggers import Prefilter, Trigger
 from portlayer.migrate.results import Change, Diagnostic, MigrationResult, SourceError
-from portlayer.migrate.rules import RULES, CudaOnlyLibraries
-from portlayer.migrate.rules.base import FileContext, Rule
-from portlayer.migrate.rules.int_devices import IntDeviceIndices
-from portlayer.migrate.rules.libraries import FALLBACK_LIBRARIES
+from portlayer.migrate.rules import RULES
+from portlayer.migrate.rules.base import BaseRule, FileRule, Rule
 from portlayer.migrate.targets import TARGETS, Target, target_named
 
 __all__ = ["TARGETS", "migrate_source", "may_change", "prefilter", "SourceError", "MigrationResult"]
@@ -45,7 +44,7 @@ _F_STRING = re.compile(r"(?i)(?<!\w)(?:rf|fr|f)['\"]")
 def _prefilter_for(target: Target) -> Prefilter:
     """The file test: the rules' `file_words` (a file with none comes out byte-identical, so the driver
     skips it before parsing); the statements of a file that passes are picked by every rule's TRIGGER."""
-    rules = [rule for rule in RULES if rule.fires_for(target)]
+    rules = [rule for rule in RULES if issubclass(rule, Rule) and rule.fires_for(target)]
     return Prefilter(reduce(operator.or_, (rule.file_words(target) for rule in rules)),
                      reduce(operator.or_, (rule.TRIGGER for rule in rules)))
 
@@ -76,67 +75,84 @@ def migrate_source(source: str, target: str = "neutral", *, annotate: bool = Fal
 def run_rules(source: str, target: Target, *, annotate: bool = False, every_rule: bool = False) -> MigrationResult:
     """The rules over `source`, without the prefilter; with `every_rule`, every rule over every statement,
     not only those the code's words call for (tests use both to check the prefilter and that choice)."""
+    analysis = _analyse(source, None if every_rule else prefilter(target).trigger)
+    rules = [rule for rule in RULES if rule.fires_for(target)]
+    statement_rules = [rule for rule in rules if issubclass(rule, Rule)
+                       and (every_rule or rule.trigger.search(analysis.words))]
+    if not statement_rules or not analysis.spans:
+        return MigrationResult(source, (), (), source)
+    # A file rule speaks only in a file the file test passes, as `migrate_source` runs the rules on no other
+    # (`device = 0` is CUDA code where the file has some).
+    file_rules = [rule for rule in rules if issubclass(rule, FileRule)] if prefilter(target).matches(source) else []
+    snippets = Snippets(analysis.lines, analysis.spans)
+    tree = _parse(snippets)
+    run = _FileRun(source, target, analysis, snippets)
+    for rule_class in file_rules:
+        rule = rule_class(run.context, run.requests)
+        rule.check()
+        run.record(rule)
+    return run.result(run.rewrite(tree, statement_rules, every_rule), annotate)
+
+
+class _FileRun:
+    """One file through the rules: what they share of it, what they found, and what they ask for."""
+
+    def __init__(self, source: str, target: Target, analysis: Analysis, snippets: Snippets):
+        self.source = source
+        self.analysis = analysis
+        self.snippets = snippets
+        facts = Facts(SourceFile(source, analysis.lines, analysis.tree, target, analysis.packages))
+        self.context = FileContext(target=target, module=analysis.imports, scopes=analysis.scopes,
+                                   file_line=snippets.file_line, excluded_lines=facts[EXCLUDED_LINES], facts=facts)
+        self.requests = Requests()
+        self.changes: list[Change] = []
+        self.diagnostics: list[Diagnostic] = []
+
+    def record(self, rule: BaseRule) -> None:
+        self.changes += rule.changes
+        self.diagnostics += rule.diagnostics
+
+    def rewrite(self, tree: cst.Module, rules: list[type[Rule]], every_rule: bool) -> cst.Module:
+        """`tree` with each rule's rewrite, in turn."""
+        # Parents and positions are found again only after a rule has changed the tree.
+        locations = NodeLocations(tree, self.analysis.spans)
+        for rule_class in rules:
+            rule = rule_class(self.context, self.requests, locations)
+            everywhere = every_rule or rule_class.LOOKS_ACROSS_STATEMENTS
+            rewritten = _visit(tree, rule, None if everywhere else self.analysis.span_words)
+            self.record(rule)
+            if rule.changes:
+                tree = rewritten
+                locations = locations.after(tree)
+        return tree
+
+    def result(self, tree: cst.Module, annotate: bool) -> MigrationResult:
+        """The file with the rewritten statements spliced in and the requests done, and what was found."""
+        diagnostics = sorted(set(self.diagnostics), key=lambda d: (d.line, d.col, d.code))
+        changes = sorted(self.changes, key=lambda c: (c.line, c.col, c.code))
+        if annotate and diagnostics:
+            annotation = Annotate(diagnostics, self.snippets.file_line, self.analysis.lines)
+            tree = MetadataWrapper(tree, unsafe_skip_copy=True).visit(annotation)
+        if changes and _F_STRING.search(self.source):  # no rule writes an f-string: only the source's own can
+            tree = tree.visit(QuotesInsideFStrings())
+        code = self.snippets.splice(tree) if changes or (annotate and diagnostics) else self.source
+        if changes:
+            code, added = settle(code, self.requests)
+            # An added import is reported at the first conversion that needed it.
+            changes[1:1] = [Change("PL110", changes[0].line, changes[0].col, f"added `import {module}`")
+                            for module in added]
+        return MigrationResult(code, tuple(changes), tuple(diagnostics), self.source)
+
+
+def _analyse(source: str, trigger: Trigger | None) -> Analysis:
     try:
-        analysis = analyse(source, None if every_rule else prefilter(target).trigger)
+        return analyse(source, trigger)
     except SyntaxError as exc:
         # Code written for a newer Python than this one fails here too: say which grammar judged it.
         grammar = f"Python {sys.version_info.major}.{sys.version_info.minor}"
         raise SourceError(exc.lineno or 1, exc.offset or 1, f"{exc.msg} (as {grammar} parses it)") from None
     except (ValueError, RecursionError, MemoryError) as exc:  # null bytes, absurd nesting
         raise SourceError(1, 1, _first_line_of(exc)) from None
-    rules = [rule for rule in RULES if rule.fires_for(target) and (every_rule or rule.trigger.search(analysis.words))]
-    if not rules or not analysis.spans:
-        return MigrationResult(source, (), (), source)
-    snippets = Snippets(analysis.lines, analysis.spans)
-    tree = _parse(snippets)
-    guards = find_guards(analysis.tree, analysis.lines, target, CudaOnlyLibraries in rules)
-    flow = find_data_flow(analysis.tree, source, IntDeviceIndices in rules)
-    excluded = regions.excluded_lines(source)
-    skipped = excluded | guards.dispatch_lines
-    has_fallbacks = CudaOnlyLibraries in rules and not analysis.packages.isdisjoint(FALLBACK_LIBRARIES)
-    fallbacks = find_fallbacks(analysis.tree, FALLBACK_LIBRARIES) if has_fallbacks else []
-    taken_flags = tuple(f.statement.lineno not in skipped for f in fallbacks)
-    taken = [f for f, is_taken in zip(fallbacks, taken_flags) if is_taken]
-    context = FileContext(
-        ImportPlan(), target, skipped, analysis.imports,
-        analysis.scopes, snippets.file_line, guards.optional_imports,
-        frozenset(flow.int_names), frozenset(flow.device_string_lines),
-        frozenset(line for f in taken for line in range(f.statement.lineno, f.statement.end_lineno + 1)),
-        frozenset(guards.checked_names).union(*(f.bound_names for f in fallbacks)),
-        int_lists=frozenset(flow.int_lists),
-    )
-    # Parents and positions are found again only after a rule has changed the tree.
-    locations = NodeLocations(tree, analysis.spans)
-    changes: list[Change] = [_fallback_taken(f) for f in taken]
-    context.imports.fallback_libraries = FALLBACK_LIBRARIES
-    context.imports.fallbacks_taken = taken_flags
-    diagnostics: list[Diagnostic] = []
-    for rule_class in rules:
-        rule = rule_class(context)
-        rule.locations = locations
-        everywhere = every_rule or rule_class.LOOKS_ACROSS_STATEMENTS
-        rewritten = _visit(tree, rule, None if everywhere else analysis.span_words)
-        diagnostics += rule.diagnostics
-        if rule.changes:
-            changes += rule.changes
-            tree = rewritten
-            locations = locations.after(tree)
-    diagnostics += dispatch_diagnostics(guards, excluded)
-    if prefilter(target).matches(source):  # `device = 0` is CUDA code where the file is
-        diagnostics += int_device_diagnostics(flow, excluded)
-    diagnostics = sorted(set(diagnostics), key=lambda d: (d.line, d.col, d.code))
-    if annotate and diagnostics:
-        tree = MetadataWrapper(tree, unsafe_skip_copy=True).visit(Annotate(diagnostics, snippets.file_line, analysis.lines))
-    if changes and _F_STRING.search(source):  # no rule writes an f-string: only the source's own can hold one
-        tree = tree.visit(QuotesInsideFStrings())
-    code = snippets.splice(tree) if changes or (annotate and diagnostics) else source
-    changes.sort(key=lambda c: (c.line, c.col, c.code))
-    if changes:
-        code, added = context.imports.apply(code)
-        # An added import is reported at the first conversion that needed it.
-        changes[1:1] = [Change("PL110", changes[0].line, changes[0].col, f"added `import {module}`")
-                        for module in added]
-    return MigrationResult(code, tuple(changes), tuple(diagnostics), source)
 
 
 def _visit(tree: cst.Module, rule: Rule, span_words: list[str | None] | None) -> cst.Module:
@@ -148,12 +164,6 @@ def _visit(tree: cst.Module, rule: Rule, span_words: list[str | None] | None) ->
     body = [statement.visit(rule) if words is None or rule.trigger.search(words) else statement
             for statement, words in zip(tree.body, span_words)]
     return tree.with_changes(body=body)
-
-
-def _fallback_taken(fallback: Fallback) -> Change:
-    statement = fallback.statement
-    return Change("PL120", statement.lineno, statement.col_offset + 1,
-                  f"`try: import {fallback.module}` removed: the program's own fallback (its `except` body) runs")
 
 
 def _parse(snippets: Snippets) -> cst.Module:

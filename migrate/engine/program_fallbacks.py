@@ -15,10 +15,10 @@ reads it. Both are left as they are.
 from __future__ import annotations
 
 import ast
-from collections.abc import Collection, Sequence
+from collections.abc import Collection
 from dataclasses import dataclass
 
-from portlayer.migrate.engine.analysis import nested_bodies, source_lines
+from portlayer.migrate.engine.analysis import ParsedText, nested_bodies, source_lines
 from portlayer.migrate.engine.import_statements import bound_names, catches_import_error, top_module
 
 
@@ -29,6 +29,10 @@ class Fallback:
     kept: tuple[ast.stmt, ...]  # the `try` body's statements before the first library import
     module: str  # the first library module the `try` body imports
     alone: bool  # the only statement of its block: something must stand in its place
+
+    @property
+    def lines(self) -> range:
+        return range(self.statement.lineno, self.statement.end_lineno + 1)
 
     @property
     def bound_names(self) -> set[str]:
@@ -58,25 +62,34 @@ def _fallback(statement: ast.Try, libraries: Collection[str], alone: bool) -> Fa
     return Fallback(statement, handler, tuple(statement.body[:first]), top_module(statement.body[first]), alone)
 
 
-def take_fallbacks(code: str, tree: ast.Module, libraries: Collection[str], taken: Sequence[bool]) -> str:
-    """`code` with the `try` statement of each fallback replaced by what runs without the library, where
-    `taken` (one flag per fallback, in source order) says so: the user may have excluded some."""
-    lines = source_lines(code)
-    fallbacks = find_fallbacks(tree, libraries)
-    for fallback in reversed([f for f, take in zip(fallbacks, taken, strict=True) if take]):
-        statement = fallback.statement
-        indent = lines[statement.lineno - 1][: statement.col_offset]
-        # Each part with the line of its clause's header (`try:`, `except …:`), whose comments below it go along.
-        parts = [(fallback.kept, statement.lineno), (fallback.handler.body, fallback.handler.lineno),
-                 (statement.finalbody, None)]
-        text = "".join(_block(lines, list(part), indent, header) for part, header in parts
-                       if part and not _only_pass(part))
-        if not text and fallback.alone:
-            text = f"{indent}pass{_ending(lines[statement.lineno - 1])}"
-        # One entry per line still (the replaced ones empty), so the lines of an enclosing `try`, taken
-        # next, keep their numbers, and its handler carries this replacement along.
-        lines[statement.lineno - 1 : statement.end_lineno] = [text] + [""] * (statement.end_lineno - statement.lineno)
-    return "".join(lines)
+@dataclass(frozen=True)
+class FallbackChoice:
+    """Which of a file's fallbacks give way: of those `find_fallbacks` finds for `libraries`, in source
+    order, the ones `taken` says (the user may have excluded some)."""
+
+    libraries: frozenset[str]
+    taken: tuple[bool, ...]
+
+    def take(self, text: ParsedText) -> str:
+        """The text (the migrated file) with the `try` statement of each fallback taken replaced by what
+        runs without the library."""
+        lines = source_lines(text.code)
+        fallbacks = find_fallbacks(text.tree, self.libraries)
+        for fallback in reversed([f for f, take in zip(fallbacks, self.taken, strict=True) if take]):
+            statement = fallback.statement
+            indent = lines[statement.lineno - 1][: statement.col_offset]
+            # Each part with the line of its clause's header (`try:`, `except …:`), whose comments below it go along.
+            parts = [(fallback.kept, statement.lineno), (fallback.handler.body, fallback.handler.lineno),
+                     (statement.finalbody, None)]
+            replacement = "".join(_block(lines, list(part), indent, header) for part, header in parts
+                                  if part and not _only_pass(part))
+            if not replacement and fallback.alone:
+                replacement = f"{indent}pass{_ending(lines[statement.lineno - 1])}"
+            # One entry per line still (the replaced ones empty), so the lines of an enclosing `try`, taken
+            # next, keep their numbers, and its handler carries this replacement along.
+            lines[statement.lineno - 1 : statement.end_lineno] = (
+                [replacement] + [""] * (statement.end_lineno - statement.lineno))
+        return "".join(lines)
 
 
 def _only_pass(statements) -> bool:

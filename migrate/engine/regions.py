@@ -10,6 +10,8 @@ import io
 import re
 import tokenize
 
+from portlayer.migrate.engine.facts import Fact
+
 _DIRECTIVE = re.compile(r"#\s*portlayer:\s*(skip|off|on)\b")
 
 
@@ -46,3 +48,6 @@ def excluded_lines(source: str) -> frozenset[int]:
     if off_since is not None:
         excluded.update(range(off_since, source.count("\n") + 2))
     return frozenset(excluded)
+
+
+USER_EXCLUSIONS = Fact("the lines the user excluded", lambda file, facts: excluded_lines(file.text))

@@ -1,5 +1,7 @@
 """The rules, in the order the engine runs them. Each is one concern; see its module docstring.
 
+The file rules (`FileRule`: what the file's facts alone answer) run first; none reads what another did.
+
 The library rows (Apex, BitsAndBytes, Liger, Attention) run before CudaOnlyLibraries, which does not report an
 import whose every use they converted; Attention also before BackendFlags, which would otherwise report the
 `torch.backends.cuda.sdp_kernel` it rewrites. Amp runs before TorchCudaApi (it rewrites the `torch.cuda.amp`
@@ -15,17 +17,21 @@ from portlayer.migrate.rules.attention import Attention
 from portlayer.migrate.rules.bitsandbytes import BitsAndBytes
 from portlayer.migrate.rules.cuda_only import CudaOnlyNames
 from portlayer.migrate.rules.devices import Devices
+from portlayer.migrate.rules.dispatching import AlreadyDispatching
 from portlayer.migrate.rules.distributed import CollectiveBackend, DistributedDataParallelDevices
 from portlayer.migrate.rules.dtypes import Float64
 from portlayer.migrate.rules.environment import EnvironmentVariables
 from portlayer.migrate.rules.flags import BackendFlags
-from portlayer.migrate.rules.int_devices import IntDeviceIndices
-from portlayer.migrate.rules.libraries import CudaExtensions, CudaOnlyLibraries
+from portlayer.migrate.rules.int_devices import IntDeviceAssignments, IntDeviceIndices
+from portlayer.migrate.rules.libraries import CudaExtensions, CudaOnlyLibraries, ProgramFallbacks
 from portlayer.migrate.rules.liger import Liger
 from portlayer.migrate.rules.scaleout import DeepSpeedCalls, FsdpDeviceId
 from portlayer.migrate.rules.tensor_types import LegacyTensorTypes
 
 RULES = (
+    ProgramFallbacks,
+    AlreadyDispatching,
+    IntDeviceAssignments,
     Apex,
     BitsAndBytes,
     Liger,

@@ -190,8 +190,8 @@ class Attention(LibraryCalls):
         # every HuggingFace model file (`_supports_flash_attn = True`), which then went through the rules.
         return Words(("sdp_kernel", "sdpa_kernel"), imported=tuple(cls.LIBRARIES))
 
-    def __init__(self, context):
-        super().__init__(context)
+    def __init__(self, *args):
+        super().__init__(*args)
         flash = {name: Row(parameters, _flash(name), "PL130", "PL230") for name, parameters in _FLASH.items()}
         xformers = Row(_XFORMERS_PARAMETERS, self._xformers, "PL131", "PL231", required=3)
         self.ROWS = {

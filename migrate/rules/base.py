@@ -1,24 +1,30 @@
-"""What every rule shares: the target, the user's exclusions, resolved names, and the record of
-changes and diagnostics with their positions in the input."""
+"""What every rule shares: the target, the user's exclusions, resolved names, the facts about the whole
+file it declares (`NEEDS`), and the record of changes and diagnostics with their positions in the input.
+
+Two kinds: a `Rule` looks at the statements the engine shows it (a LibCST transformer); a `FileRule`
+tells what it has to say from the file's facts alone (a chain that already dispatches, a program's own
+fallback), once per file.
+"""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import ClassVar, TypeVar
 
 import libcst as cst
 
-from portlayer.migrate.engine.analysis import ModuleImports
+from portlayer.migrate.engine.context import FileContext, Requests
 from portlayer.migrate.engine.dispatch import OwnHooksTransformer, own_hook
-from portlayer.migrate.engine.imports import ImportPlan
+from portlayer.migrate.engine.facts import Fact
 from portlayer.migrate.engine.locations import NodeLocations
+from portlayer.migrate.engine.names import dotted
 from portlayer.migrate.engine.printing import code_of
 from portlayer.migrate.engine.scopes import Scope
 from portlayer.migrate.engine.triggers import Words
 from portlayer.migrate.results import Change, Diagnostic
 from portlayer.migrate.targets import Target
+
+T = TypeVar("T")
 
 # Nodes whose `name` is a name they bind, and nodes whose `target` is: what a bound name sits in.
 _NAMING = (cst.Param, cst.FunctionDef, cst.ClassDef, cst.AsName, cst.NameItem, cst.MatchAs, cst.MatchStar)
@@ -26,44 +32,47 @@ _ASSIGNING = (cst.AssignTarget, cst.AugAssign, cst.AnnAssign, cst.For, cst.CompF
 _TARGET_PARTS = (cst.Tuple, cst.List, cst.Element, cst.StarredElement)
 
 
-def dotted(node: cst.CSTNode) -> str | None:
-    """`a.b.c` for a chain of plain names and attributes, else None (calls, subscripts...)."""
-    if isinstance(node, cst.Name):
-        return node.value
-    if isinstance(node, cst.Attribute):
-        head = dotted(node.value)
-        return None if head is None else f"{head}.{node.attr.value}"
-    return None
+class BaseRule:
+    """One concern of the migration, of either kind. `NEEDS`: the facts about the whole file the rule reads
+    (`portlayer.migrate.engine.facts`), each read with `self.fact`."""
+
+    NEEDS: ClassVar[tuple[Fact, ...]] = ()
+
+    def __init__(self, context: FileContext, requests: Requests):
+        super().__init__()
+        self.context = context
+        self.requests = requests
+        self.target = context.target
+        self.changes: list[Change] = []
+        self.diagnostics: list[Diagnostic] = []
+
+    @classmethod
+    def fires_for(cls, target: Target) -> bool:
+        """False when the rule never changes or reports anything on `target`."""
+        return True
+
+    def fact(self, fact: Fact[T]) -> T:
+        """`fact` about this file, computed the first time a rule asks for it; only a declared one."""
+        if fact not in self.NEEDS:
+            raise TypeError(f"{type(self).__name__} reads {fact}, which its NEEDS does not declare")
+        return self.context.facts[fact]
 
 
-@dataclass
-class FileContext:
-    """What the rules know of the whole file while they look at some of its statements."""
+class FileRule(BaseRule):
+    """A concern the file's facts answer alone, without a statement to look at: `check` runs once in
+    every file that goes through the rules and has CUDA code for the target (the engine's file test)."""
 
-    imports: ImportPlan
-    target: Target
-    excluded_lines: frozenset[int]
-    module: ModuleImports
-    scopes: Scope
-    file_line: Callable[[int], int | None]  # a line of the code the rules see -> the file's
-    # The file's line of an optional import (try/except ImportError, under an `if`) -> why it is optional.
-    optional_imports: Mapping[int, str] = field(default_factory=dict)
-    # One step of data flow (`portlayer.migrate.engine.dataflow`): names that hold an int device index, and the
-    # file's lines of `name = "cuda..."` whose name is read only as a device.
-    int_names: frozenset[str] = frozenset()
-    device_string_lines: frozenset[int] = frozenset()
-    # The lines of each `try: import <CUDA-only library> except ImportError: <fallback>` that gives way to
-    # its fallback (`portlayer.migrate.engine.program_fallbacks`), and the names whose use the program's own
-    # fallback or check decides (bound there, or by an import under an `if`): no rule rewrites their uses.
-    fallback_lines: frozenset[int] = frozenset()
-    left_to_program: frozenset[str] = frozenset()
-    # Names bound by CUDA-only library imports whose every use a rule converted (`library_calls`): the
-    # import goes with the rewrite, so it is not reported.
-    converted_names: set[str] = field(default_factory=set)
-    int_lists: frozenset[str] = frozenset()  # names that hold a list of ints (`list(range(…))`)
+    def check(self) -> None:
+        raise NotImplementedError
+
+    def report_at(self, code: str, line: int, col: int, message: str | None = None) -> None:
+        self.diagnostics.append(Diagnostic.of(code, line, col, message))
+
+    def changed_at(self, code: str, line: int, col: int, message: str) -> None:
+        self.changes.append(Change(code, line, col, message))
 
 
-class Rule(OwnHooksTransformer):
+class Rule(BaseRule, OwnHooksTransformer):
     """One concern of the migration. Subclasses set TRIGGER (the words the rule can fire on: it is only
     shown statements whose code, comments and docstrings aside, has one, or reads a name an import with
     one binds; the engine's prefilter is the union over the rules that `fires_for` the target) and
@@ -80,7 +89,6 @@ class Rule(OwnHooksTransformer):
     # True for a rule that must see every statement shown for the file, not only those with its words,
     # and the module's own hooks (`leave_Module`): one that counts a name's uses across statements.
     LOOKS_ACROSS_STATEMENTS: ClassVar[bool] = False
-    locations: NodeLocations  # of the tree the rule visits, set by the engine
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -91,24 +99,15 @@ class Rule(OwnHooksTransformer):
                 raise TypeError(f"{cls.__name__}.{hook} runs only for a rule that LOOKS_ACROSS_STATEMENTS")
 
     @classmethod
-    def fires_for(cls, target: Target) -> bool:
-        """False when the rule never changes or reports anything on `target`."""
-        return True
-
-    @classmethod
     def file_words(cls, target: Target) -> Words:
         """The words that make a file worth reading for this rule on `target` (the engine's file test,
         `portlayer.migrate.engine.triggers`): TRIGGER, unless the rule matters only in a file that has
         CUDA code for another rule."""
         return cls.TRIGGER
 
-    def __init__(self, context: FileContext):
-        super().__init__()
-        self.context = context
-        self.imports = context.imports
-        self.target = context.target
-        self.changes: list[Change] = []
-        self.diagnostics: list[Diagnostic] = []
+    def __init__(self, context: FileContext, requests: Requests, locations: NodeLocations):
+        super().__init__(context, requests)
+        self.locations = locations  # of the tree the rule visits
         # Original node -> its rewrite, filled top-down, applied on the way back up.
         self.replacements: dict[cst.CSTNode, cst.BaseExpression] = {}
 
@@ -122,14 +121,14 @@ class Rule(OwnHooksTransformer):
     def _release_imports(self, node: cst.CSTNode) -> None:
         """Ask for the imports `node` used to be removed, should the rewrite leave them unused."""
         for name in _free_names(node):
-            self.imports.released.update(self.context.module.by_name.get(name, ()))
+            self.requests.released.update(self.context.module.by_name.get(name, ()))
 
     @property
     def torch(self) -> str:
         """The name `torch` is bound to in this module; records that `import torch` is needed if none."""
         alias = self.context.module.torch_alias
         if alias is None:
-            self.imports.added.add("torch")
+            self.requests.added.add("torch")
             return "torch"
         return alias
 
@@ -223,7 +222,7 @@ class Rule(OwnHooksTransformer):
         self.changes.append(Change(code, line, col, message))
         self._release_imports(node)
         if needs_runtime and self.target.runtime_import is not None:
-            self.imports.added.add(self.target.runtime_import)
+            self.requests.added.add(self.target.runtime_import)
 
     def report(self, code: str, node: cst.CSTNode, message: str | None = None, hint: str | None = None) -> None:
         if self.excluded(node):
@@ -238,7 +237,7 @@ class Rule(OwnHooksTransformer):
         name = self.target.device_type_name
         if name is None or self.context.module.torch_alias is None or _binds(self.context.scopes, name):
             return self.expression(self.target.device_type)
-        self.imports.defined[name] = code_of(self.expression(self.target.device_type))
+        self.requests.defined[name] = code_of(self.expression(self.target.device_type))
         return cst.Name(name)
 
 

@@ -20,6 +20,7 @@ import re
 
 import libcst as cst
 
+from portlayer.migrate.engine.dataflow import DEVICE_STRINGS
 from portlayer.migrate.engine.triggers import Words
 from portlayer.migrate.rules.base import code_of, dotted
 from portlayer.migrate.rules.strings import (
@@ -110,6 +111,7 @@ class Devices(StringRoleRule):
     LITERAL = re.compile(r"cuda(:|$)")
     ROLE_WORD = "device"
     CODE = "PL101"
+    NEEDS = (DEVICE_STRINGS,)
 
     def __init__(self, *args):
         super().__init__(*args)
@@ -147,7 +149,8 @@ class Devices(StringRoleRule):
     def visit_Assign(self, node: cst.Assign) -> None:
         super().visit_Assign(node)
         # `loc = f"cuda:{i}"` read only as a device in its function (portlayer.migrate.engine.dataflow).
-        if self.position(node)[0] in self.context.device_string_lines:
+        device_strings = self.fact(DEVICE_STRINGS)
+        if device_strings and self.position(node)[0] in device_strings:
             self.assign_role(node.value, DEVICE_STRING)
 
     def assign_role(self, expression: cst.CSTNode | None, role: str) -> None:

@@ -34,8 +34,8 @@ class Float64(ReferenceRule):
         # On neutral and torch a float64 is worth a note only in a file with CUDA code.
         return cls.TRIGGER if target.is_vendor else Words()
 
-    def __init__(self, context):
-        super().__init__(context)
+    def __init__(self, *args):
+        super().__init__(*args)
         self.noted = False  # neutral and torch: the file's one PL502 is given
 
     def reference(self, node) -> bool:

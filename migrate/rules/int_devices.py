@@ -4,14 +4,20 @@ the rewrite names the target's device (`.to(portlayer.device(self.gpu_id))`), wh
 is no accelerator; a value named like a GPU index that is not provably an int is reported (PL412).
 
 Vendor targets keep the int: their plugins map an index to their own device.
+
+`device = 0`, an int literal held by a name the file gives as a device, is reported where it is assigned
+(PL412, `IntDeviceAssignments`): its uses may be anywhere, under any name, in statements the rules are
+not shown.
 """
 
 from __future__ import annotations
 
 import libcst as cst
 
+from portlayer.migrate.engine.dataflow import INT_DEVICE_ASSIGNMENTS, INT_NAMES
+from portlayer.migrate.engine.regions import USER_EXCLUSIONS
 from portlayer.migrate.engine.triggers import Words
-from portlayer.migrate.rules.base import Rule, code_of, dotted
+from portlayer.migrate.rules.base import FileRule, Rule, code_of, dotted
 from portlayer.migrate.rules.strings import is_method
 
 # Names that hold a GPU index in training code (the last part of `self.gpu_id`, `args.local_rank`).
@@ -23,6 +29,7 @@ INDEX_LIST_NAMES = ("device_ids", "gpu_ids", "gpus")
 
 class IntDeviceIndices(Rule):
     TRIGGER = Words(whole=INDEX_NAMES + INDEX_LIST_NAMES)
+    NEEDS = (INT_NAMES,)
 
     @classmethod
     def fires_for(cls, target) -> bool:
@@ -43,7 +50,7 @@ class IntDeviceIndices(Rule):
                 continue  # not a plain value, or an imported name
             if name.rsplit(".", 1)[-1] not in INDEX_NAMES:
                 continue  # the rule is shown only statements with these names (`device = 0`: dataflow reports)
-            if name in self.context.int_names:
+            if name in self.fact(INT_NAMES).names:
                 if value.lpar:
                     continue
                 template = self.target.indexed_device
@@ -57,7 +64,7 @@ class IntDeviceIndices(Rule):
         name = dotted(value.value)
         if name is None or name.rsplit(".", 1)[-1] not in INDEX_LIST_NAMES or self.excluded(value):
             return
-        if name in self.context.int_lists and len(value.slice) == 1 and isinstance(value.slice[0].slice, cst.Index):
+        if name in self.fact(INT_NAMES).lists and len(value.slice) == 1 and isinstance(value.slice[0].slice, cst.Index):
             self.replacements[value] = device = self.expression(self.target.indexed_device, index=value)
             self.changed("PL101", value, f"{code_of(value)} (an int: a CUDA index) -> {code_of(device)}")
         else:
@@ -82,3 +89,14 @@ class IntDeviceIndices(Rule):
 
     def leave_Subscript(self, original_node, updated_node):
         return self.replacements.get(original_node, updated_node)
+
+
+class IntDeviceAssignments(FileRule):
+    NEEDS = (INT_DEVICE_ASSIGNMENTS, USER_EXCLUSIONS)
+
+    def check(self) -> None:
+        excluded = self.fact(USER_EXCLUSIONS)
+        for line, col, name in self.fact(INT_DEVICE_ASSIGNMENTS):
+            if line not in excluded:
+                self.report_at("PL412", line, col, f"{name} holds an int and is given as a device: an int there "
+                                                   "means a CUDA device")

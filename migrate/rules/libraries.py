@@ -1,8 +1,10 @@
-"""CUDA-only libraries and extensions, reported where they are imported or built (nothing rewritten).
+"""CUDA-only libraries and extensions, reported where they are imported or built (nothing rewritten),
+and a program's own fallback for a missing library taken.
 
 A library is matched by the top-level package of an absolute import; `attn_implementation=
 "flash_attention_2"` (transformers) counts as flash_attn. Custom CUDA extensions: `CUDAExtension`,
-`load_inline(cuda_sources=...)`, `load(sources=[... ".cu" ...])`.
+`load_inline(cuda_sources=...)`, `load(sources=[... ".cu" ...])`. `try: import apex … except ImportError:
+<fallback>` becomes its fallback (`portlayer.migrate.engine.program_fallbacks` says why and how).
 """
 
 from __future__ import annotations
@@ -10,8 +12,12 @@ from __future__ import annotations
 import libcst as cst
 
 from portlayer.migrate.codes import CODES
+from portlayer.migrate.engine.context import EXCLUDED_LINES
+from portlayer.migrate.engine.facts import Fact
+from portlayer.migrate.engine.guards import OPTIONAL_IMPORTS
+from portlayer.migrate.engine.program_fallbacks import FallbackChoice, find_fallbacks
 from portlayer.migrate.engine.triggers import Words
-from portlayer.migrate.rules.base import Rule, dotted
+from portlayer.migrate.rules.base import FileRule, Rule, dotted
 from portlayer.migrate.rules.strings import string_value
 
 # Top-level package -> code.
@@ -39,6 +45,14 @@ LIBRARIES = {
 # Libraries whose `try: import … except ImportError: <fallback>` gives way to the fallback. Not triton:
 # a vendor may ship a Triton backend (triton-ascend), where the program's Triton branch still runs.
 FALLBACK_LIBRARIES = frozenset(LIBRARIES) - {"triton"}
+FALLBACKS = Fact(
+    "the program's own fallbacks for a missing CUDA-only library",
+    lambda file, facts: () if file.packages.isdisjoint(FALLBACK_LIBRARIES)
+    else tuple(find_fallbacks(file.tree, FALLBACK_LIBRARIES)))
+# Those that give way: all but the ones the user excluded or a chain that already dispatches holds.
+TAKEN_FALLBACKS = Fact(
+    "the fallbacks taken",
+    lambda file, facts: tuple(f for f in facts[FALLBACKS] if f.statement.lineno not in facts[EXCLUDED_LINES]))
 _EXTENSION = {"torch.utils.cpp_extension.CUDAExtension"}
 _LOAD_INLINE = "torch.utils.cpp_extension.load_inline"
 _LOAD = "torch.utils.cpp_extension.load"
@@ -46,6 +60,7 @@ _LOAD = "torch.utils.cpp_extension.load"
 
 class CudaOnlyLibraries(Rule):
     TRIGGER = Words(("flash_attention_2",), imported=tuple(LIBRARIES))
+    NEEDS = (OPTIONAL_IMPORTS, TAKEN_FALLBACKS)
 
     def visit_Import(self, node: cst.Import) -> bool:
         for alias in node.names:
@@ -63,14 +78,14 @@ class CudaOnlyLibraries(Rule):
         return False
 
     def _converted(self, node: cst.CSTNode, names: list[str]) -> bool:
-        """An import whose every name a rule converted every use of: it goes (`ImportPlan`)."""
-        return all(name in self.context.converted_names for name in names)
+        """An import whose every name a rule converted every use of: it goes (`Requests.converted_names`)."""
+        return all(name in self.requests.converted_names for name in names)
 
     def _imported(self, node: cst.CSTNode, module: str) -> None:
         code = LIBRARIES.get(module.split(".")[0])
         line = self.position(node)[0]
-        if code is not None and line not in self.context.fallback_lines:
-            optional = self.context.optional_imports.get(line)
+        if code is not None and not any(line in fallback.lines for fallback in self.fact(TAKEN_FALLBACKS)):
+            optional = self.fact(OPTIONAL_IMPORTS).reasons.get(line)
             note = f" (optional here: {optional})" if optional else ""
             self.report(code, node, f"{module}: {CODES[code].title}{note}")
 
@@ -82,12 +97,6 @@ class CudaOnlyLibraries(Rule):
 
 class CudaExtensions(Rule):
     TRIGGER = Words(("cpp_extension",))  # every name the rule resolves is imported from it
-
-    def visit_Import(self, node: cst.Import) -> bool:
-        return False
-
-    def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
-        return False
 
     def visit_Call(self, node: cst.Call) -> None:
         name = self.qualified(node.func)
@@ -103,3 +112,22 @@ class CudaExtensions(Rule):
                 for element in getattr(sources, "elements", ())
             ):
                 self.report("PL403", node, "cpp_extension.load(...) compiles .cu sources")
+
+
+class ProgramFallbacks(FileRule):
+    """Each fallback taken is a conversion (PL120); the `try` statements are replaced once every rule has
+    run (`Requests.fallbacks`), with what the rules made of their `except` bodies."""
+
+    NEEDS = (FALLBACKS, TAKEN_FALLBACKS)
+
+    def check(self) -> None:
+        taken = self.fact(TAKEN_FALLBACKS)
+        if not taken:
+            return
+        for fallback in taken:
+            statement = fallback.statement
+            self.changed_at("PL120", statement.lineno, statement.col_offset + 1,
+                            f"`try: import {fallback.module}` removed: the program's own fallback (its `except` "
+                            "body) runs")
+        self.requests.fallbacks = FallbackChoice(FALLBACK_LIBRARIES,
+                                                 tuple(fallback in taken for fallback in self.fact(FALLBACKS)))

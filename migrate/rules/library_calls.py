@@ -6,9 +6,9 @@ the codemod cannot read because the program computes it): the call is then left 
 reported with the row's report code, so the library's import stays reported too.
 
 Every read of a name an import of the library binds is counted; when each one was part of a
-converted call, the import is dead after the rewrite (`ImportPlan` removes it) and the library
-report (`CudaOnlyLibraries`, which runs after these rules) is not given for it. Names whose use the
-program's own fallback or availability check decides (`FileContext.left_to_program`) are not touched.
+converted call, the import is dead after the rewrite (`portlayer.migrate.engine.settle` removes it) and
+the library report (`CudaOnlyLibraries`, which runs after these rules) is not given for it. Names whose use the
+program's own fallback or availability check decides (`LEFT_TO_PROGRAM`) are not touched.
 """
 
 from __future__ import annotations
@@ -20,10 +20,18 @@ from typing import ClassVar
 
 import libcst as cst
 
+from portlayer.migrate.engine.facts import Fact
+from portlayer.migrate.engine.guards import OPTIONAL_IMPORTS
 from portlayer.migrate.engine.printing import code_of
 from portlayer.migrate.rules.base import Rule, dotted
+from portlayer.migrate.rules.libraries import FALLBACKS
 
 UNREAD = object()  # a value the program computes: the codemod cannot tell what it is
+# The names bound by an import under an `if` or in the `try` of a fallback: the program decides whether they
+# are used, not the codemod.
+LEFT_TO_PROGRAM = Fact("the names whose use the program's own fallback or check decides",
+                       lambda file, facts: facts[OPTIONAL_IMPORTS].checked_names.union(
+                           *(fallback.bound_names for fallback in facts[FALLBACKS])))
 
 
 @dataclass(frozen=True)
@@ -109,9 +117,10 @@ class LibraryCalls(Rule):
     ROWS: ClassVar[Mapping[str, Row]]
     LIBRARIES: ClassVar[frozenset[str]]
     LOOKS_ACROSS_STATEMENTS = True  # a library's import goes only when every read of its names was converted
+    NEEDS = (LEFT_TO_PROGRAM,)
 
-    def __init__(self, context):
-        super().__init__(context)
+    def __init__(self, *args):
+        super().__init__(*args)
         # Names bound by an import of the libraries -> (reads, reads in converted calls).
         self.reads: dict[str, list[int]] = {}
 
@@ -153,19 +162,19 @@ class LibraryCalls(Rule):
             if head is not None:
                 self.reads.setdefault(head, [0, 0])[1] += 1
         self.changed(code, node, message, needs_runtime=False)
-        self.imports.converted_libraries.update(self.LIBRARIES)
+        self.requests.converted_libraries.update(self.LIBRARIES)
 
     def row_for(self, call: cst.Call) -> Row | None:
         if self.excluded(call):
             return None
         head = head_name(call.func)
-        if head is None or head in self.context.left_to_program:
+        if head is None or head in self.fact(LEFT_TO_PROGRAM):
             return None
         return self.ROWS.get(self.qualified(call.func) or "")
 
     def leave_Module(self, original_node: cst.Module, updated_node: cst.Module) -> cst.Module:
-        self.context.converted_names.update(name for name, (read, converted) in self.reads.items()
-                                            if read == converted)
+        self.requests.converted_names.update(name for name, (read, converted) in self.reads.items()
+                                             if read == converted)
         return updated_node
 
 

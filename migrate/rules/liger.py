@@ -20,9 +20,10 @@ from __future__ import annotations
 
 import libcst as cst
 
-from portlayer.migrate.engine.imports import DROPPED
+from portlayer.migrate.engine.dropped import DROPPED
 from portlayer.migrate.engine.triggers import Words
 from portlayer.migrate.rules.library_calls import (
+    LEFT_TO_PROGRAM,
     Arguments,
     LibraryCalls,
     Portable,
@@ -119,7 +120,7 @@ class Liger(LibraryCalls):
                                              whitespace=cst.SimpleWhitespace("  "), comment=cst.Comment(DROPPED)))
 
     def _patch(self, call: cst.Call) -> str | None:
-        if head_name(call.func) in self.context.left_to_program:
+        if head_name(call.func) in self.fact(LEFT_TO_PROGRAM):
             return None
         name = self.qualified(call.func) or ""
         module, _, function = name.rpartition(".")

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from portlayer.migrate.engine.dataflow import INT_NAMES
 from portlayer.migrate.engine.triggers import Words
 from portlayer.migrate.rules.base import Rule, code_of, dotted
 from portlayer.migrate.rules.strings import string_value
@@ -85,6 +86,7 @@ class DeepSpeedCalls(Rule):
 
 class FsdpDeviceId(Rule):
     TRIGGER = Words(("FullyShardedDataParallel", "fully_shard"))
+    NEEDS = (INT_NAMES,)
 
     @classmethod
     def fires_for(cls, target) -> bool:
@@ -116,6 +118,6 @@ class FsdpDeviceId(Rule):
             index = "{torch}.accelerator.current_device_index()"
             return self.expression(self.target.indexed_device.replace("{index}", index))
         name = dotted(value)
-        provable = (name is not None and name in self.context.int_names) or (
+        provable = (name is not None and name in self.fact(INT_NAMES).names) or (
             isinstance(value, cst.Call) and dotted(value.func) == "int")
         return self.expression(self.target.indexed_device, index=value) if provable else None

@@ -210,6 +210,13 @@ def test_device_strings_with_an_index_keep_it_and_cpu_stays(source, neutral, tor
     assert migrate_source(source, "torch").code == torch_target
 
 
+def test_the_device_type_is_defined_below_an_import_of_torch_among_other_modules():
+    # `import os, torch` binds torch too: the definition goes below it (it once failed as an internal error).
+    source = 'import os, torch\nx = torch.zeros(2, device="cuda")\n'
+    assert migrate_source(source, "torch").code == (
+        f'import os, torch\nDEVICE_TYPE = ({_ACCELERATOR}).type\nx = torch.zeros(2, device=DEVICE_TYPE)\n')
+
+
 def test_only_torch_cudas_nccl_is_reported_as_nccl_only():
     assert [(d.code, d.line, d.col) for d in migrate_source("from torch.cuda import nccl\n").diagnostics] == [
         ("PL410", 1, 1)

@@ -9,7 +9,12 @@ import ast
 import pytest
 
 from portlayer.migrate.engine import migrate_source
-from portlayer.migrate.engine.dataflow import DataFlow, find_data_flow
+from portlayer.migrate.engine.dataflow import (
+    IntNames,
+    find_device_strings,
+    find_int_device_assignments,
+    find_int_names,
+)
 
 
 def test_an_int_device_is_reported_at_its_own_column():
@@ -100,8 +105,16 @@ def test_a_device_keyword_of_to_is_converted_once():
 # What the data flow finds in a file, read directly (the rules above are what migrate makes of it).
 
 
-def flow_of(source: str, index_names: bool = True) -> DataFlow:
-    return find_data_flow(ast.parse(source), source, index_names)
+def int_names(source: str) -> IntNames:
+    return find_int_names(ast.parse(source))
+
+
+def int_device_assignments(source: str) -> tuple[tuple[int, int, str], ...]:
+    return find_int_device_assignments(ast.parse(source), source)
+
+
+def device_strings(source: str) -> frozenset[int]:
+    return find_device_strings(ast.parse(source), source)
 
 
 @pytest.mark.parametrize(
@@ -130,9 +143,9 @@ def flow_of(source: str, index_names: bool = True) -> DataFlow:
     ],
 )
 def test_what_a_value_makes_the_name_it_is_assigned_to_hold(value, holds):
-    flow = flow_of(f"import os\nrank = int(os.environ['RANK'])\ngpu_id = {value}\n")
-    found = "an int" if "gpu_id" in flow.int_names else "a list of ints" if "gpu_id" in flow.int_lists else "neither"
-    assert found == holds
+    found = int_names(f"import os\nrank = int(os.environ['RANK'])\ngpu_id = {value}\n")
+    held = "an int" if "gpu_id" in found.names else "a list of ints" if "gpu_id" in found.lists else "neither"
+    assert held == holds
 
 
 def test_a_chain_of_two_assignments_is_followed_whatever_their_order_in_the_file():
@@ -142,22 +155,22 @@ def test_a_chain_of_two_assignments_is_followed_whatever_their_order_in_the_file
         "import os\nclass Trainer:\n    def __init__(self):\n        self.device_id = self.gpu_id\n"
         "    def setup(self):\n        if True:\n            self.gpu_id = int(os.environ['LOCAL_RANK'])\n"
     )
-    assert {"self.gpu_id", "self.device_id"} <= flow_of(source).int_names
+    assert {"self.gpu_id", "self.device_id"} <= int_names(source).names
 
 
 def test_a_parameter_annotated_int_is_an_int():
     source = "def f(gpu_id: int, device_id: str, local_rank: float, rank, /, gpu: int, *, device_idx: int):\n    pass\n"
-    assert flow_of(source).int_names == {"gpu_id", "gpu", "device_idx"}
+    assert int_names(source).names == {"gpu_id", "gpu", "device_idx"}
 
 
 def test_an_annotated_assignment_is_followed():
     source = "import os\nclass T:\n    def f(self):\n        self.gpu_id: int = int(os.environ['LOCAL_RANK'])\n"
-    assert flow_of(source).int_names == {"self.gpu_id"}
+    assert int_names(source).names == {"self.gpu_id"}
 
 
 def test_a_chained_assignment_makes_nothing_an_int():
     # `a = b = 0`: several targets; only a single target is followed.
-    assert flow_of("gpu_id = local_rank = 0\n").int_names == set()
+    assert int_names("gpu_id = local_rank = 0\n").names == set()
 
 
 def test_an_int_device_is_named_by_the_last_part_of_its_name():
@@ -167,7 +180,7 @@ def test_an_int_device_is_named_by_the_last_part_of_its_name():
         "import torch\nclass T:\n    def f(self, x, device_settings):\n        self.device_id = 0\n"
         "        device_settings.rank = 0\n        x.to(self.device_id)\n        x.to(device_settings.rank)\n"
     )
-    assert flow_of(source).int_devices == [(4, 9, "self.device_id")]
+    assert int_device_assignments(source) == ((4, 9, "self.device_id"),)
 
 
 def load_with(body: str) -> str:
@@ -197,12 +210,19 @@ def load_with(body: str) -> str:
     ],
 )
 def test_a_cuda_string_read_only_as_a_device_is_a_device(body, a_device_string):
-    for index_names in (True, False):  # the file reads names like a GPU index or not: the strings are the same
-        assert flow_of(load_with(body), index_names).device_string_lines == ({3} if a_device_string else set())
+    assert device_strings(load_with(body)) == ({3} if a_device_string else set())
 
 
 def test_a_cuda_string_of_the_module_itself_is_not_a_device_string():
     # Only a function's own names are followed: a module-level name may be read by any importer.
     source = "import torch\nDEVICE = 'cuda:0'\nstate = torch.load('state.pt', map_location=DEVICE)\n"
-    for index_names in (True, False):
-        assert flow_of(source, index_names).device_string_lines == set()
+    assert device_strings(source) == set()
+
+
+def test_a_device_held_as_an_int_from_a_call_is_reported_as_a_literal_is():
+    # An int from `current_device()` is reported where the file holds nothing else about int devices (no
+    # literal, no name like a GPU index): the file test for the walk looks for both.
+    source = "import torch\ndevice = torch.cuda.current_device()\nx = torch.ones(2).to(device)\n"
+    result = migrate_source(source, "neutral")
+    assert [(d.code, d.line, d.col) for d in result.diagnostics] == [("PL412", 2, 1)]
+    assert int_device_assignments(source.replace("current_device()", "current_device")) == ()

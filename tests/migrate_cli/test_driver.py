@@ -139,7 +139,7 @@ def test_diff_keeps_diagnostics_off_stdout_so_the_patch_applies(tmp_path, migrat
 
     run = migrate("train.py", "--diff")
 
-    assert run.exit_code == 0
+    assert run.exit_code == 1  # PL201, a warning, remains
     assert "train.py:1:8: PL201" in run.stderr
     assert "PL201" not in run.stdout and "hint:" not in run.stdout
     assert run.stdout.startswith("--- a/train.py\n+++ b/train.py\n@@ ")
@@ -174,6 +174,58 @@ def test_check_exits_0_when_nothing_would_change(tmp_path, migrate):
     write_tree(tmp_path, {"model.py": PLAIN_SOURCE})
 
     assert migrate(tmp_path, "--check").exit_code == 0
+
+
+# --- the exit status while sites are left for a human (ruff's: 1 while violations remain) ---------
+
+# Converted, and a site left: flash_attn (PL202, a warning); or a cudnn flag left (PL302, info).
+LEFT_FOR_A_HUMAN = CUDA_SOURCE + "import flash_attn\n"
+INFO_ONLY = CUDA_SOURCE + "torch.backends.cudnn.benchmark = True\n"
+
+
+def test_a_rewrite_that_leaves_a_warning_exits_1_and_still_writes(tmp_path, migrate):
+    write_tree(tmp_path, {"train.py": LEFT_FOR_A_HUMAN})
+
+    run = migrate(tmp_path)
+
+    assert run.exit_code == 1
+    assert SYNCHRONIZED in (tmp_path / "train.py").read_text()
+    assert "train.py:6:8: PL202" in run.stdout
+    assert "1 changed, 0 failed; 2 changes; 0 errors, 1 warning, 0 info" in run.stderr
+
+
+def test_exit_zero_opts_out_of_the_findings_but_not_out_of_check(tmp_path, migrate):
+    write_tree(tmp_path, {"train.py": LEFT_FOR_A_HUMAN})
+
+    assert migrate(tmp_path, "--check", "--exit-zero").exit_code == 1  # a file would change
+    assert migrate(tmp_path, "--exit-zero").exit_code == 0
+    # Migrated: nothing would change any more, and the warning remains.
+    assert migrate(tmp_path, "--check").exit_code == 1
+    assert migrate(tmp_path, "--check", "--exit-zero").exit_code == 0
+
+
+def test_info_findings_do_not_set_the_exit_status(tmp_path, migrate):
+    write_tree(tmp_path, {"train.py": INFO_ONLY})
+
+    run = migrate(tmp_path)
+
+    assert run.exit_code == 0
+    assert "0 errors, 0 warnings, 1 info" in run.stderr
+
+
+def test_a_warning_a_per_file_ignore_drops_does_not_set_the_exit_status(tmp_path, migrate, monkeypatch):
+    write_tree(tmp_path, {"train.py": LEFT_FOR_A_HUMAN,
+                          "pyproject.toml": '[tool.portlayer.per-file-ignores]\n"train.py" = ["PL202"]\n'})
+    monkeypatch.chdir(tmp_path)
+
+    assert migrate("train.py").exit_code == 0
+
+
+def test_an_unprocessable_file_exits_2_whatever_else_remains(tmp_path, migrate):
+    write_tree(tmp_path, {"train.py": LEFT_FOR_A_HUMAN, "broken.py": "import torch\ntorch.cuda.synchronize(\n"})
+
+    assert migrate(tmp_path, "--exit-zero").exit_code == 2
+    assert migrate(tmp_path).exit_code == 2
 
 
 # --- files that cannot be processed ---------------------------------------------------------------

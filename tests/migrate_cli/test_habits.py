@@ -146,7 +146,7 @@ def test_stdin_echoes_code_with_nothing_to_change_and_check_prints_no_code(tmp_p
 def test_stdin_filename_names_the_code_and_chooses_its_kind(tmp_path):
     result = run_in(tmp_path, "--stdin-filename", "tools/launch", "-", stdin=SMI_SCRIPT.encode())
 
-    assert result.exit_code == 0
+    assert result.exit_code == 1  # PL603, a warning, remains
     assert result.stdout == SMI_SCRIPT  # a shell script: nvidia-smi is reported, not rewritten
     assert "tools/launch:2:1: PL603 nvidia-smi only sees NVIDIA GPUs" in result.stderr
 
@@ -233,7 +233,7 @@ def test_extensionless_scripts_are_recognised_by_their_shebang_in_a_walk_and_whe
     assert walked.stderr.splitlines()[:-1] == ["would change bin/train"]
     assert walked.stdout.count("PL603") == 2  # both shell scripts, read as shell
     assert "3 files scanned" in walked.stderr  # not README, not the perl script
-    assert named.exit_code == 0
+    assert named.exit_code == 1  # nothing would change; PL603, a warning, remains
     assert named.stdout.startswith("bin/launch:2:1: PL603 nvidia-smi only sees NVIDIA GPUs")
     assert "PL901" not in named.stdout
 

@@ -131,7 +131,7 @@ def launch(folder: Path, env: dict) -> list[str]:
 
 def prepared(tmp_path: Path, migrate, target: str) -> Path:
     write_tree(tmp_path, {"config.yaml": CONFIG, "program.py": PROGRAM})
-    assert migrate("--target", target, tmp_path / "config.yaml").exit_code == 0
+    assert migrate("--exit-zero", "--target", target, tmp_path / "config.yaml").exit_code == 0
     return tmp_path
 
 
