@@ -92,11 +92,18 @@ class IntDeviceIndices(Rule):
 
 
 class IntDeviceAssignments(FileRule):
-    NEEDS = (INT_DEVICE_ASSIGNMENTS, USER_EXCLUSIONS)
+    NEEDS = (INT_DEVICE_ASSIGNMENTS, INT_NAMES, USER_EXCLUSIONS)
+
+    @classmethod
+    def fires_for(cls, target) -> bool:
+        return not target.is_vendor  # a vendor's plugin maps an int to its own device
 
     def check(self) -> None:
         excluded = self.fact(USER_EXCLUSIONS)
         for line, col, name in self.fact(INT_DEVICE_ASSIGNMENTS):
+            # `device_id = int(os.environ["LOCAL_RANK"])`: IntDeviceIndices converts each use as a device
+            if name.rsplit(".", 1)[-1] in INDEX_NAMES and name in self.fact(INT_NAMES).names:
+                continue
             if line not in excluded:
                 self.report_at("PL412", line, col, f"{name} holds an int and is given as a device: an int there "
                                                    "means a CUDA device")

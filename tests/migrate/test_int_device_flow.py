@@ -226,3 +226,15 @@ def test_a_device_held_as_an_int_from_a_call_is_reported_as_a_literal_is():
     result = migrate_source(source, "neutral")
     assert [(d.code, d.line, d.col) for d in result.diagnostics] == [("PL412", 2, 1)]
     assert int_device_assignments(source.replace("current_device()", "current_device")) == ()
+
+
+def test_a_gpu_index_the_codemod_converts_at_each_use_is_not_reported_where_it_is_assigned():
+    # torchrun's habit: every `.to(device_id)` becomes the target's device, so nothing is left to warn about.
+    source = ("import os\nimport torch\ndevice_id = int(os.environ['LOCAL_RANK'])\ntorch.cuda.synchronize()\n"
+              "model = torch.nn.Linear(2, 2).to(device_id)\n")
+    result = migrate_source(source, "neutral")
+    assert result.diagnostics == () and "portlayer.device(device_id)" in result.code
+    # `device = 0` under a name the codemod does not convert stays reported; a vendor maps an int itself.
+    held = source.replace("device_id = int(os.environ['LOCAL_RANK'])", "device = 0").replace("(device_id)", "(device)")
+    assert [d.code for d in migrate_source(held, "neutral").diagnostics] == ["PL412"]
+    assert migrate_source(held, "npu").diagnostics == ()
