@@ -44,9 +44,10 @@ test: $(DEEPSPEED_STAMP)
 	echo "test order: --randomly-seed=$$seed (make test SEED=$$seed repeats it)"; \
 	$(BIN)/python -m pytest -q -n 2 --dist loadgroup -p randomly --randomly-seed=$$seed
 
-# The runtime, drop-in and migrate-output tests on the oldest torch portlayer declares and the newest available,
-# each in a venv of its own (.venv-torch<VERSION>, kept); not part of `make test`. COMPAT_TORCH picks releases.
-COMPAT_TORCH ?= 2.13.0 2.14.1
+# The runtime, drop-in, migrate-output, trainer and parity tests, and a 2-rank parity run of each tiny preset, on
+# the oldest torch portlayer declares (the oldest a current torch_npu pins), the releases the vendors pin, and the
+# newest, each in a venv of its own (.venv-torch<VERSION>, kept); not part of `make test`. COMPAT_TORCH picks.
+COMPAT_TORCH ?= 2.6.0 2.7.1 2.8.0 2.11.0 2.15.0
 test-compat: $(STAMP)
 	$(BIN)/python tools/compat.py $(COMPAT_TORCH)
 

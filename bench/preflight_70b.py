@@ -30,7 +30,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seq-len", type=int, default=4096)
     args = parser.parse_args()
-    training = Training("bf16", "zero3", 64)
+    training = Training(strategy="zero3", nproc=64, weights="bf16")  # bf16 weights, fp32 masters (DeepSpeed)
     start = time.perf_counter()
     source = from_config_file(CONFIG, batch_size=1, seq_len=args.seq_len, overrides={})
     prediction = per_rank.predict(source, training)

@@ -30,7 +30,7 @@ from portlayer.train import presets  # noqa: E402
 def recorded_step(name: str, batch_size: int, seq_len: int) -> float:
     """Seconds for today's approach: build the model, record one real step on the cpu, check it."""
     start = time.perf_counter()
-    preset = model_source.published(presets.get_preset(name))
+    preset = model_source.get_preset(name)
     model = presets.build_model(preset, parity=False)
     batch = presets.example_batch(preset, batch_size=batch_size, seq_len=seq_len)
     optimizer = torch.optim.AdamW(model.parameters(), lr=preset.lr, weight_decay=preset.weight_decay)

@@ -37,7 +37,7 @@ CONFIGS = [  # (preset, batch, seq, overrides)
 
 def measured(shape: plan.Shape) -> int:
     """The real step's peak on the cpu: DDP over one gloo rank, the third step, as the trainer runs it."""
-    preset = model_source.published(presets.get_preset(shape.preset))
+    preset = model_source.get_preset(shape.preset)
     config, _ = presets.build_config(preset, parity=False, config_overrides=dict(shape.overrides))
     model = presets.build_model(preset, parity=False, config=config)
     batch = presets.example_batch(preset, batch_size=shape.batch_size, seq_len=shape.seq_len)

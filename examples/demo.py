@@ -18,12 +18,14 @@ import json
 import os
 import shlex
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from portlayer.train.process_group import ProcessGroup
+from portlayer.train.runfile import BASELINES, read_run
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE = REPO / "examples" / "cuda_ddp_train.py"
@@ -47,68 +49,52 @@ def main() -> int:
     started = time.perf_counter()
     env = {**os.environ, **OFFLINE}
     baseline = pick_baseline()
-    steps = json.loads(baseline.read_text())["metadata"]["steps"]
     OUTPUT.mkdir(parents=True, exist_ok=True)
-    run_file, plot = OUTPUT / f"{PRESET}.json", OUTPUT / f"{PRESET}.parity.png"
-
     try:
-        with tempfile.TemporaryDirectory(prefix="portlayer-demo-") as workdir:
-            script = Path(workdir) / "train.py"
-            heading(1, f"copy the CUDA example into {workdir}")
-            shutil.copy(EXAMPLE, script)
-            print(f"  {EXAMPLE.relative_to(REPO)} -> {script}  (uses nccl, torch.cuda.*, .cuda(), cuda:N)")
-
-            heading(2, "migrate it off CUDA: first the diff, then in place, then check it is done")
-            run(env, "portlayer", "migrate", "--diff", script, ok=(0, 1))
-            run(env, "portlayer", "migrate", script)
-            run(env, "portlayer", "migrate", "--check", script)
-
-            heading(3, f"train the migrated script on {NPROC} cpu processes")
-            losses = Path(workdir) / "losses.json"
-            # --standalone: a free rendezvous port, so the demo never joins another job on the default one.
-            run(
-                env,
-                "torchrun",
-                "--standalone",
-                "--nproc_per_node",
-                NPROC,
-                script,
-                "--steps",
-                10,
-                "--losses_out",
-                losses,
-            )
-            print(f"  the migrated script ran {len(json.loads(losses.read_text()))} DDP steps on the cpu")
-
-        heading(4, f"record a parity run of {PRESET} on {NPROC} cpu processes ({steps} steps)")
-        run(
-            env,
-            "portlayer",
-            "parity",
-            "run",
-            "--preset",
-            PRESET,
-            "--nproc",
-            NPROC,
-            "--steps",
-            steps,
-            "--out",
-            run_file,
-        )
-
-        heading(5, f"hold it to the committed baseline {baseline.relative_to(REPO)}")
-        run(env, "portlayer", "parity", "compare", baseline, run_file, "--plot", plot)
-
+        migrate_and_train_the_cuda_example(env)
+        record_and_compare_a_parity_run(env, baseline)
         heading(6, "migrate it to Ascend (--target npu) and train it on a STAND-IN npu (not Ascend hardware)")
         train_on_the_stand_in_npu(env)
     except StepFailed as failure:
         print(f"\ndemo FAILED: {failure}", file=sys.stderr)
         return 1
-
     print(
         f"\ndemo done in {time.perf_counter() - started:.0f} s; run file and plot in {OUTPUT.relative_to(REPO)}/"
     )
     return 0
+
+
+def migrate_and_train_the_cuda_example(env: dict) -> None:
+    """Steps 1 to 3: the CUDA example copied, migrated (diff, in place, checked) and trained with torchrun."""
+    with tempfile.TemporaryDirectory(prefix="portlayer-demo-") as workdir:
+        script = Path(workdir) / "train.py"
+        heading(1, f"copy the CUDA example into {workdir}")
+        shutil.copy(EXAMPLE, script)
+        print(f"  {EXAMPLE.relative_to(REPO)} -> {script}  (uses nccl, torch.cuda.*, .cuda(), cuda:N)")
+
+        heading(2, "migrate it off CUDA: first the diff, then in place, then check it is done")
+        run(env, "portlayer", "migrate", "--diff", script, ok=(0, 1))
+        run(env, "portlayer", "migrate", script)
+        run(env, "portlayer", "migrate", "--check", script)
+
+        heading(3, f"train the migrated script on {NPROC} cpu processes")
+        losses = Path(workdir) / "losses.json"
+        # --standalone: a free rendezvous port, so the demo never joins another job on the default one.
+        run(env, "torchrun", "--standalone", "--nproc_per_node", NPROC, script, "--steps", 10,
+            "--losses_out", losses)  # fmt: skip
+        print(f"  the migrated script ran {len(json.loads(losses.read_text()))} DDP steps on the cpu")
+
+
+def record_and_compare_a_parity_run(env: dict, baseline: Path) -> None:
+    """Steps 4 and 5: `portlayer parity run` over as many steps as the baseline has, then `parity compare`."""
+    steps = read_run(baseline)["metadata"]["steps"]
+    run_file, plot = OUTPUT / f"{PRESET}.json", OUTPUT / f"{PRESET}.parity.png"
+    heading(4, f"record a parity run of {PRESET} on {NPROC} cpu processes ({steps} steps)")
+    run(env, "portlayer", "parity", "run", "--preset", PRESET, "--nproc", NPROC, "--steps", steps,
+        "--out", run_file)  # fmt: skip
+
+    heading(5, f"hold it to the committed baseline {baseline.relative_to(REPO)}")
+    run(env, "portlayer", "parity", "compare", baseline, run_file, "--plot", plot)
 
 
 def train_on_the_stand_in_npu(env: dict) -> None:
@@ -134,8 +120,6 @@ def train_on_the_stand_in_npu(env: dict) -> None:
 def pick_baseline() -> Path:
     """The committed baseline for the preset, from an accelerator when there is one (a stronger claim than
     cpu against cpu)."""
-    from portlayer.train.runfile import BASELINES
-
     candidates = sorted(BASELINES.glob(f"{PRESET}.*.json"), key=lambda path: ".cpu-" in path.name)
     if not candidates:
         sys.exit(f"demo: no committed baseline for {PRESET} in {BASELINES}/")
@@ -154,14 +138,13 @@ def run(env: dict, command: str, *args, ok: tuple[int, ...] = (0,)) -> None:
     program = BIN / command
     if not program.exists():
         raise StepFailed(f"{program} is missing: install the project first (make venv)")
-    # A session of its own, so a step that hangs (a stuck rank) is ended with every process it started.
-    process = subprocess.Popen([str(program), *words[1:]], env=env, cwd=REPO, start_new_session=True)
-    try:
-        status = process.wait(timeout=STEP_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
-        raise StepFailed(f"`{shlex.join(words)}` did not finish in {STEP_TIMEOUT_S} s") from None
+    # A group of its own, so a step that hangs (a stuck rank) is ended with every process it started.
+    with ProcessGroup([str(program), *words[1:]], env=env, cwd=REPO) as group:
+        try:
+            group.communicate(STEP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            raise StepFailed(f"`{shlex.join(words)}` did not finish in {STEP_TIMEOUT_S} s") from None
+    status = group.process.returncode
     if status not in ok:
         raise StepFailed(f"`{shlex.join(words)}` exited {status}")
 

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from types import ModuleType
-
 from portlayer.backends.base import Backend
 
 
-def build(backend: Backend, module: ModuleType) -> dict:
+def build(backend: Backend) -> dict:
     import torch
 
     device_type = backend.device_type
@@ -21,11 +19,7 @@ def build(backend: Backend, module: ModuleType) -> dict:
             # A direct positional call: this sits on the hot path of every autocast region.
             torch_autocast_init(self, device_type, dtype, enabled, cache_enabled)
 
-    torch_grad_scaler = getattr(torch.amp, "GradScaler", None)  # torch >= 2.3
-    if torch_grad_scaler is None:
-        return {"autocast": autocast, "GradScaler": module.amp.GradScaler}
-
-    class GradScaler(torch_grad_scaler):
+    class GradScaler(torch.amp.GradScaler):
         """`torch.amp.GradScaler` on the active backend."""
 
         def __init__(

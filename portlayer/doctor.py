@@ -31,8 +31,7 @@ def _collective_built(name: str) -> bool:
     specific = getattr(dist, f"is_{name}_available", None)
     if specific is not None:
         return bool(specific())
-    is_backend_available = getattr(dist, "is_backend_available", None)  # torch >= 2.3
-    return bool(is_backend_available and is_backend_available(name))
+    return bool(dist.is_backend_available(name))
 
 
 def _live_check() -> dict:

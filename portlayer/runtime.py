@@ -110,7 +110,7 @@ def _devices(backend: Backend, current_device) -> dict[str, Any]:
 def build(selection: Selection) -> dict[str, Any]:
     backend, module = selection.backend, selection.module
     api = _mirrored(backend, module)
-    api.update(amp.build(backend, module))
+    api.update(amp.build(backend))
     api.update(_devices(backend, api["current_device"]))
 
     def set_deterministic(on: bool = True, warn_only: bool = False) -> None:

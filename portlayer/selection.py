@@ -61,10 +61,7 @@ def device_module(backend: Backend) -> ModuleType:
         importlib.import_module(backend.vendor_module)
     if backend.collective_module is not None:
         importlib.import_module(backend.collective_module)
-    get_device_module = getattr(torch, "get_device_module", None)  # torch >= 2.3
-    if get_device_module is not None:
-        return get_device_module(backend.device_type)
-    return getattr(torch, backend.device_type)
+    return torch.get_device_module(backend.device_type)
 
 
 def _probe(backend: Backend) -> tuple[Probe, ModuleType | None, tuple]:

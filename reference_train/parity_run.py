@@ -4,15 +4,14 @@ Launches `torchrun --nproc_per_node N -m portlayer.train --parity …` on the ac
 trainer's own output (not torchrun's) and a bar over the steps on a terminal, and on failure exits 1 with one
 line: the first rank's error. Everything that can be checked before training is: the trainer's options (a
 misspelt one is one line and exit 2) and that --out can be written. Ctrl-C stops torchrun and every rank it
-started, and exits 130. --nnodes / --node-rank / --rdzv-* go to torchrun as they are, for multi-node runs.
+started (SIGTERM, then SIGKILL for what is left after STOP_GRACE_S; a second Ctrl-C kills at once), and exits
+130. --nnodes / --node-rank / --rdzv-* go to torchrun as they are, for multi-node runs.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
-import signal
 import subprocess
 import sys
 import tempfile
@@ -23,6 +22,7 @@ import click
 from portlayer.cli import UnusableInput
 from portlayer.errors import error_line
 from portlayer.train.presets import PRESETS, get_preset
+from portlayer.train.process_group import ProcessGroup
 from portlayer.train.progress import STEP_EVENTS_ENV, StepBar
 
 # torchrun's own log records ("W1123 10:53:36.123000 4321 torch/distributed/…] …") and its failure report.
@@ -30,7 +30,8 @@ _TORCHRUN_LOG = re.compile(r"^\[?[IWEF]\d{4} \d\d:\d\d:\d\d")
 # A rank's error line: `portlayer: error: rank R: …` (the trainer reports through `error_line` too).
 _ERROR_PREFIX = error_line("")
 _RANK_ERROR = _ERROR_PREFIX + "rank "
-# After SIGTERM, how long torchrun and its ranks get to exit before they are killed.
+# After the first Ctrl-C, how long torchrun and its ranks get to exit on SIGTERM before they are killed: the
+# promise is that `parity run` and every process it started are gone within STOP_GRACE_S + 5 s.
 STOP_GRACE_S = 15.0
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for a Ctrl-C
 
@@ -98,62 +99,27 @@ def _environment(nproc: int) -> dict:
 
 
 def launch(command: list[str], env: dict, line) -> tuple[int, str | None]:
-    """Run `command` in a process group of its own, pass each of the trainer's lines to `line`;
-    (exit status, the first rank's error line or None). On Ctrl-C the whole group is stopped."""
+    """Run `command` in a process group of its own, pass each of the trainer's lines to `line`; (exit status,
+    the first rank's error line or None). Ctrl-C stops the whole group (`ProcessGroup.stopped_by_ctrl_c`),
+    and KeyboardInterrupt is raised once it has ended."""
     first_error = None
     in_report = False
-    with subprocess.Popen(
-        command,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env=env,
-        bufsize=1,
-        start_new_session=True,  # a group of its own: stopped as one, and the terminal's Ctrl-C comes to us
-    ) as process:
-        assert process.stdout is not None
-        try:
-            for text in process.stdout:
-                text = text.rstrip("\n")
-                if text.startswith(_RANK_ERROR):
-                    first_error = first_error or text[len(_ERROR_PREFIX) :]
-                    continue
-                # After a rank fails, torchrun prints a traceback and a report of its own: not the user's news.
-                in_report = in_report or text.startswith(("Traceback", "====="))
-                if not in_report and not _TORCHRUN_LOG.match(text):
-                    line(text)
-            status = process.wait()
-        except KeyboardInterrupt:
-            stop_group(process)
-            raise
+    # A group of its own: stopped as one, and the terminal's Ctrl-C comes to us alone.
+    popen = {"stdout": subprocess.PIPE, "stderr": subprocess.STDOUT, "text": True, "env": env, "bufsize": 1}
+    with ProcessGroup(command, **popen) as group, group.stopped_by_ctrl_c(STOP_GRACE_S):
+        for text in group.process.stdout:
+            text = text.rstrip("\n")
+            if text.startswith(_RANK_ERROR):
+                first_error = first_error or text[len(_ERROR_PREFIX) :]
+                continue
+            # After a rank fails, torchrun prints a traceback and a report of its own: not the user's news.
+            in_report = in_report or text.startswith(("Traceback", "====="))
+            if not in_report and not _TORCHRUN_LOG.match(text):
+                line(text)
+        status = group.process.wait()
+    if group.interrupts:
+        raise KeyboardInterrupt
     return status, first_error
-
-
-def stop_group(process: subprocess.Popen) -> None:
-    """Stop torchrun and its ranks. torchrun answers SIGTERM by stopping its ranks (each a session of its
-    own, which it signals) and exiting; whatever is still alive after the grace period is killed."""
-    started = descendants(process.pid)
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(process.pid, signal.SIGTERM)
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        process.wait(timeout=STOP_GRACE_S)
-    for pid in (process.pid, *started):
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, signal.SIGKILL)
-
-
-def descendants(pid: int) -> list[int]:
-    """Every process below `pid`, from /proc (Linux; elsewhere none are known and torchrun's SIGTERM is all)."""
-    found, frontier = [], [pid]
-    while frontier:
-        parent = frontier.pop()
-        children = []
-        for task in Path(f"/proc/{parent}/task").glob("*/children"):
-            with contextlib.suppress(OSError):
-                children += [int(child) for child in task.read_text().split()]
-        found += children
-        frontier += children
-    return found
 
 
 def _check_nodes(nodes: dict[str, str | None]) -> None:

@@ -252,6 +252,12 @@ def build_config(
     return config, zeroed
 
 
+def attention_implementation(parity: bool) -> str:
+    """Eager attention in parity mode (the fused kernels differ by backend), else torch's sdpa; preflight builds
+    the same."""
+    return "eager" if parity else "sdpa"
+
+
 def model_class(task: str):
     from transformers import AutoModelForCausalLM, AutoModelForMaskedLM
 
@@ -284,7 +290,7 @@ def build_model(
             model_name_or_path=model_name_or_path,
             trust_remote_code=trust_remote_code,
         )
-    attention = "eager" if parity else "sdpa"
+    attention = attention_implementation(parity)
     torch.manual_seed(seed)
     with torch.device("cpu"):
         if model_name_or_path:

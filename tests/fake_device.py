@@ -21,19 +21,20 @@ load it, and no test that never asks for the stand-in pays for the compiler.
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 from pathlib import Path
 
+from portlayer.backends import IN_TREE
+from portlayer.train.process_group import ProcessGroup
+from tests.processes import HUNG_S
+
 REPO = Path(__file__).resolve().parent.parent
 FAKE_PLUGINS = REPO / "tests" / "fake_plugins"
 
-# vendor -> (plugin module, collective, visible-devices variable)
-VENDORS = {
-    "npu": ("torch_npu", "hccl", "ASCEND_RT_VISIBLE_DEVICES"),
-    "musa": ("torch_musa", "mccl", "MUSA_VISIBLE_DEVICES"),
-}
+# vendor -> its backend record (plugin module, collective, visible-devices variable, …): the backends with a
+# stand-in plugin, each in the folder of its name under tests/fake_plugins/.
+VENDORS = {backend.name: backend for backend in IN_TREE if (FAKE_PLUGINS / backend.name).is_dir()}
 
 
 def plugin_path(*vendors: str) -> list[str]:
@@ -65,10 +66,10 @@ def environment(vendor: str, base: dict | None = None, *, devices: int = 2, auto
     entry_points = [str(AUTOLOADED[vendor])] if autoload else []
     env["PYTHONPATH"] = os.pathsep.join([*entry_points, *plugin_path(vendor), str(REPO), *existing])
     env[f"FAKE_{vendor.upper()}_DEVICE_COUNT"] = str(devices)
-    if vendor == "npu":
-        # An Ascend host has CANN's install path from its set_env.sh, and DeepSpeed's npu accelerator reads it;
-        # nothing under it is read on the stand-in.
-        env.setdefault("ASCEND_HOME_PATH", str(FAKE_PLUGINS / "npu"))
+    for variable in VENDORS[vendor].required_env:
+        # A configured host has them (an Ascend host CANN's install path, from its set_env.sh), and the vendor
+        # stack reads them; nothing under the stand-in's folder is read.
+        env.setdefault(variable, str(FAKE_PLUGINS / vendor))
     env.setdefault("OMP_NUM_THREADS", "1")
     return env
 
@@ -83,25 +84,17 @@ def build() -> Path:
     return builder.library()
 
 
-def torchrun(vendor: str, script, *args, nproc: int = 2, cwd=None, env: dict | None = None, timeout: int = 300):
+def torchrun(vendor: str, script, *args, nproc: int = 2, cwd=None, env: dict | None = None, timeout: float = HUNG_S):
     """`torchrun --standalone --nproc_per_node N script args…` on the stand-in `vendor` device; returns the
     CompletedProcess (stdout and stderr together in `.stdout`). `env` adds variables."""
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(nproc)]
     command += [str(script), *map(str, args)]
-    # A session of its own, so that a rank stuck at exit is ended with the launcher.
-    process = subprocess.Popen(
-        command,
-        cwd=cwd or Path(script).parent,
-        env={**environment(vendor, devices=max(nproc, 2)), **(env or {})},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
-    try:
-        output, _ = process.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        output, _ = process.communicate()
-        output += f"\n[torchrun did not finish in {timeout} s]"
-    return subprocess.CompletedProcess(command, process.returncode, output, "")
+    env = {**environment(vendor, devices=max(nproc, 2)), **(env or {})}
+    # A group of its own, so that a rank stuck at exit is ended with the launcher.
+    with ProcessGroup(command, cwd=cwd or Path(script).parent, env=env, stdout=subprocess.PIPE,
+                      stderr=subprocess.STDOUT, text=True) as group:  # fmt: skip
+        try:
+            output = group.communicate(timeout)
+        except subprocess.TimeoutExpired as expired:
+            output = f"{expired.output}\n[torchrun did not finish in {timeout} s]"
+    return subprocess.CompletedProcess(command, group.process.returncode, output, "")

@@ -1,5 +1,10 @@
 """Fresh interpreters for the tests: torch's privateuse1 backend can be renamed once per process, so a test
-that installs a (stand-in) vendor plugin or picks a backend runs its code in a process of its own."""
+that installs a (stand-in) vendor plugin or picks a backend runs its code in a process of its own.
+
+`HUNG_S` is how long a test lets a process it starts run before calling it hung. It is not a speed check: a
+limit that guesses the machine's speed fails good changes on a busy one (issue 35). The only times the tests
+hold the product to are the ones it promises (Ctrl-C ending `portlayer parity run`, docs/parity.md).
+"""
 
 import json
 import os
@@ -7,14 +12,17 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests import fake_device
-
 REPO = Path(__file__).resolve().parent.parent
+# A process of the test suite that runs this long is hung, not slow: the slowest, a DeepSpeed job under
+# `make test` on a loaded 2-core machine, takes a few minutes.
+HUNG_S = 1200
 
 
-def run_python(code: str, *, fake_plugins: bool = True, env: dict | None = None, timeout: int = 120):
+def run_python(code: str, *, fake_plugins: bool = True, env: dict | None = None, timeout: float = HUNG_S):
     """Run `code` in a fresh interpreter (torch's privateuse1 backend can be renamed once per process); with
     `fake_plugins`, the stand-in npu and musa plugins are importable (and their device compiled first)."""
+    from tests import fake_device
+
     path = [str(REPO)]
     if fake_plugins:
         fake_device.build()
@@ -27,7 +35,7 @@ def run_python(code: str, *, fake_plugins: bool = True, env: dict | None = None,
     )
 
 
-def fresh_process_json(code: str, env: dict | None = None, timeout: int = 180, fake_plugins: bool = True):
+def fresh_process_json(code: str, env: dict | None = None, timeout: float = HUNG_S, fake_plugins: bool = True):
     """Run `code` in a fresh interpreter (with the fake vendor plugins importable unless `fake_plugins` is
     False); return the JSON it prints on its last line."""
     result = run_python(code, fake_plugins=fake_plugins, env=env, timeout=timeout)

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.processes import HUNG_S
+
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "cuda_ddp_train.py"
 
 
@@ -22,7 +24,7 @@ def test_the_migrated_example_trains_on_two_cpu_ranks_without_warnings_or_a_zero
     env.update(HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1")
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", str(script)]
     result = subprocess.run(
-        [*command, "--steps", "2"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240
+        [*command, "--steps", "2"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=HUNG_S
     )
     assert result.returncode == 0, result.stderr[-3000:]
     output = result.stdout + result.stderr

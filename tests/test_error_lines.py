@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 from portlayer.errors import error_line
+from tests.processes import HUNG_S
 
 ERROR = "portlayer: error: "
 
@@ -19,7 +20,7 @@ def test_error_line_folds_a_message_onto_one_line():
 def run(*args: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PORTLAYER_")}
     env["HF_HUB_OFFLINE"] = "1"
-    return subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True, env=env, timeout=120)
+    return subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True, env=env, timeout=HUNG_S)
 
 
 def test_a_trainer_rank_reports_in_the_same_spelling():

@@ -8,6 +8,8 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
+from tests.processes import HUNG_S
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -101,7 +103,7 @@ def test_a_checkout_without_an_install_names_the_missing_package_in_one_line(tmp
     code = (f"import sys; sys.path[:0] = [{str(ROOT)!r}, {site_packages!r}]; "
             "from portlayer.cli import main; main(['migrate', '--check', '.'])")
     result = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True, cwd=tmp_path,
-                            timeout=120)
+                            timeout=HUNG_S)
     assert result.returncode == 1, result.stderr
     assert result.stderr.splitlines() == [
         "portlayer: error: 'portlayer migrate' needs portlayer.migrate, which only an installed portlayer has "

@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.processes import HUNG_S
+
 try:
     import tomllib
 except ModuleNotFoundError:  # Python 3.10
@@ -51,6 +53,6 @@ def test_no_source_needs_a_newer_python_than_the_floor():
     run = subprocess.run(
         [sys.executable, "-c", "import sys; from vermin.main import main; sys.exit(main())", "--no-tips", "--violations", f"--target={major}.{minor}-",
          *(str(REPO / package) for package in PACKAGES)],
-        capture_output=True, text=True, timeout=120,
+        capture_output=True, text=True, timeout=HUNG_S,
     )
     assert run.returncode == 0, run.stdout + run.stderr

@@ -63,8 +63,18 @@ class Backend:
     count_devices: Callable[[ModuleType], int] = field(default=_device_count, repr=False)
     # API names whose device-module attribute is missing or wrong here: name -> builder(device_module).
     overrides: Mapping[str, Callable[[ModuleType], Any]] = field(default_factory=dict, repr=False)
-    # API names the device module has but answers unlike torch.cuda: portlayer's fallback (fallbacks.py) instead.
+    # API names the device module has but answers unlike torch.cuda: portlayer's fallback (stand_ins.py) instead.
     host_fallbacks: frozenset[str] = field(default=frozenset(), repr=False)
+    # DeepSpeed's name for its own accelerator for this device (a `DS_ACCELERATOR` value, in its
+    # SUPPORTED_ACCELERATOR_LIST). None: DeepSpeed has none, so neither its `get_accelerator()` nor its launcher
+    # finds the device; portlayer's adapter (strategies/portlayer_accelerator.py) answers from this record.
+    deepspeed_accelerator: str | None = field(default=None, repr=False)
+    # Variables the vendor's software stack reads from a configured host: name -> what sets it there. Checked
+    # before that stack starts, so that a missing one is one clear line rather than the stack's KeyError.
+    required_env: Mapping[str, str] = field(default_factory=dict, repr=False)
+    # Prefixes of the variables a multi-node launcher forwards to the other nodes (DeepSpeed's `export_envs`):
+    # the collective's settings and the vendor runtime's. Read where DeepSpeed has no accelerator of its own.
+    launcher_env_prefixes: tuple[str, ...] = field(default=(), repr=False)
 
     @property
     def device_type(self) -> str:

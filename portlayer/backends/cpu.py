@@ -8,6 +8,8 @@ BACKEND = Backend(
     # (`env[portlayer.visible_devices_env()] = ids` in a launcher): the CUDA script's own variable is harmless.
     visible_devices_env="CUDA_VISIBLE_DEVICES",
     is_accelerator=False,
+    # Its cpu accelerator talks gloo where oneCCL is absent.
+    deepspeed_accelerator="cpu",
     count_devices=lambda module: 1,
     overrides={
         # Questions answer as torch.cuda's do on a host without CUDA, so a program's own cpu fallback runs

@@ -17,4 +17,5 @@ BACKEND = Backend(
     visible_devices_env="CUDA_VISIBLE_DEVICES",
     deterministic_env={"CUBLAS_WORKSPACE_CONFIG": ":4096:8"},
     deterministic_hook=_cudnn_deterministic,
+    deepspeed_accelerator="cuda",
 )

@@ -26,4 +26,5 @@ BACKEND = Backend(
     dispatch_key="HPU",
     dtype_risks={"float64": _NO_FLOAT64, "complex64": _NO_FLOAT64, "complex128": _NO_FLOAT64},
     smi_command="hl-smi",
+    deepspeed_accelerator="hpu",
 )

@@ -7,4 +7,5 @@ BACKEND = Backend(
     vendor_module="torch_mlu",
     install_hint="install the torch_mlu wheel from Cambricon, on a host with Neuware",
     env_aliases=(EnvAlias("NCCL_SOCKET_IFNAME", "CNCL_SOCKET_IFNAME"),),
+    deepspeed_accelerator="mlu",
 )

@@ -31,6 +31,7 @@ BACKEND = Backend(
     # (`env[portlayer.visible_devices_env()] = ids` in a launcher): the CUDA script's own variable is harmless.
     visible_devices_env="CUDA_VISIBLE_DEVICES",
     count_devices=_count,
+    deepspeed_accelerator="mps",
     overrides={
         "memory_allocated": _allocated,
         "max_memory_allocated": _allocated,

@@ -22,6 +22,9 @@ BACKEND = Backend(
     env_aliases=tuple(EnvAlias(f"NCCL_{s}", f"MCCL_{s}") for s in _MCCL_SETTINGS),
     dtype_risks={"float64": _NO_FLOAT64, "complex128": _NO_FLOAT64},
     smi_command="mthreads-gmi",
+    # DeepSpeed has no musa accelerator (DS_ACCELERATOR=musa stops its import): portlayer's answers. Its
+    # launcher then forwards MCCL's settings and the MUSA runtime's, as it forwards NCCL_* on cuda.
+    launcher_env_prefixes=("MCCL", "MUSA"),
     # torch_musa's muDNN switches carry cuDNN's names.
     vendor_api=VendorApi(
         cudnn_flags={

@@ -25,6 +25,9 @@ BACKEND = Backend(
     dtype_risks={"float64": _NO_FLOAT64, "complex128": _NO_FLOAT64},
     smi_command="npu-smi info",
     vendor_api=VendorApi(),
+    deepspeed_accelerator="npu",
+    # DeepSpeed's npu op builders read it (they stop with "KeyError: 'ASCEND_HOME_PATH'" without it).
+    required_env={"ASCEND_HOME_PATH": "CANN's set_env.sh sets it"},
     # torch_npu's get_device_capability warns and returns None ("CANN has no such concept"); code written for
     # CUDA indexes or unpacks the answer. Answer as for any backend without the concept.
     host_fallbacks=frozenset({"get_device_capability"}),

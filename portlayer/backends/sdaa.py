@@ -17,4 +17,5 @@ BACKEND = Backend(
     visible_devices_env="SDAA_VISIBLE_DEVICES",
     vendor_module="torch_sdaa",
     install_hint="install the torch_sdaa wheel from Tecorigin beside portlayer",
+    deepspeed_accelerator="sdaa",
 )

@@ -14,4 +14,5 @@ BACKEND = Backend(
     visible_devices_env="SUPA_VISIBLE_DEVICES",
     vendor_module="torch_supa",
     install_hint="install the torch_supa wheel from Biren beside portlayer",
+    deepspeed_accelerator="supa",
 )

@@ -6,4 +6,5 @@ BACKEND = Backend(
     name="xpu",
     dist_backend="xccl",
     visible_devices_env="ZE_AFFINITY_MASK",
+    deepspeed_accelerator="xpu",
 )

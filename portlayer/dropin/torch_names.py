@@ -152,13 +152,12 @@ def _load(retarget: Retarget) -> Callable:
     return retargeted
 
 
-def _torch_amp(autocast: type, grad_scaler: type | None) -> ModuleType:
+def _torch_amp(autocast: type, grad_scaler: type) -> ModuleType:
     """`torch.amp` with its device-taking pair retargeted."""
     amp = ModuleType("portlayer.torch.amp", torch.amp.__doc__)
     vars(amp).update({name: value for name, value in vars(torch.amp).items() if not name.startswith("__")})
     amp.autocast = autocast
-    if grad_scaler is not None:
-        amp.GradScaler = grad_scaler
+    amp.GradScaler = grad_scaler
     return amp
 
 
@@ -176,8 +175,7 @@ def names(retarget: Retarget) -> dict[str, Any]:
         real = getattr(torch, name)
         stand_ins[name] = _stand_in_type(real, leading_device(real, retarget))
     autocast = _autocast(retarget)
-    stand_ins.update(device=_device(retarget), autocast=autocast, load=_load(retarget))
-    if hasattr(torch.amp, "GradScaler"):  # torch >= 2.3; before, only torch.cuda.amp had one
-        stand_ins["GradScaler"] = _grad_scaler(retarget)
-    stand_ins["amp"] = _torch_amp(autocast, stand_ins.get("GradScaler"))
+    grad_scaler = _grad_scaler(retarget)
+    stand_ins.update(device=_device(retarget), autocast=autocast, load=_load(retarget), GradScaler=grad_scaler)
+    stand_ins["amp"] = _torch_amp(autocast, grad_scaler)
     return stand_ins

@@ -6,9 +6,12 @@
     portlayer preflight --preset gpt2 --target npu --memory 48GiB --report preflight.json
     portlayer preflight --export-kernels npu-kernels.txt --target npu    # on an Ascend host, once
     portlayer preflight --preset gpt2 --target npu --kernels npu-kernels.txt
+    portlayer preflight --preset gpt2 --parity --grad-accum 2 --device h200   # = parity run --preset gpt2 --grad-accum 2
 
 The step runs with fake tensors (nothing is computed or allocated): its ops are checked against the target's
-kernels, its peak memory per rank under the strategy against the device's.
+kernels, its peak memory per rank under the strategy against the device's. The step is the trainer's for the
+same options (`portlayer parity run`, `python -m portlayer.train`), with the device's kernels: cuda's for a
+cuda device or none named.
 Exit 0: every op native and the step fits; 1: something would fall back, fail or not fit; 2: unusable input.
 """
 
@@ -56,7 +59,8 @@ class StageLine:
 
 
 @click.command("preflight")
-@click.option("--preset", help="Model preset whose training step to check (gpt2, mixtral-8x7b, gpt2-tiny, …).")
+@click.option("--preset", help="The trainer's model preset (gpt2, bert-base-uncased, mixtral-8x7b: 1 layer as the "
+                               "trainer has it, …-tiny), or mixtral-8x7b-published: all 32 published layers.")
 @click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False),
               help="A HuggingFace config.json instead of a preset (any architecture; read offline).")
 @click.option("--target", type=click.Choice(PLUGIN_BACKENDS),
@@ -71,7 +75,13 @@ class StageLine:
 @click.option("--override", "overrides", multiple=True, metavar="FIELD=VALUE",
               help="Model config field to override, e.g. num_hidden_layers=1 (repeatable).")
 @click.option("--precision", type=click.Choice(list(PRECISIONS)), default=FP32.name, show_default=True,
-              help="bf16/fp16: 16-bit weights and autocast, fp32 master weights in the optimizer.")
+              help="The trainer's: bf16/fp16 run the forward under autocast over fp32 weights.")
+@click.option("--weights", type=click.Choice(list(PRECISIONS)), default=FP32.name, show_default=True,
+              help="16-bit weights and gradients, fp32 master weights in the optimizer, the forward in that type "
+                   "(not the trainer's: a model loaded in bf16).")
+@click.option("--parity", is_flag=True, help="The trainer's parity mode: dropout off, eager attention.")
+@click.option("--grad-accum", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Micro-batches per optimizer step (the trainer's --grad-accum; ddp).")
 @click.option("--strategy", type=click.Choice(list(STRATEGIES)), default=DEFAULT_STRATEGY, show_default=True,
               help="How the job shards its state (portlayer.strategies, as the trainer runs it).")
 @click.option("--nproc", type=click.IntRange(min=1), default=1, show_default=True,
@@ -79,16 +89,18 @@ class StageLine:
 @click.option("--lora-r", type=click.IntRange(min=1),
               help="LoRA of this rank on the attention projections, the base model frozen (as peft).")
 @click.option("--gradient-checkpointing", is_flag=True, help="Recompute each layer's activations in the backward.")
-@click.option("--device", "device_name", help="Device to fit: 910b, 910b4, s4000, a100-40gb, a100-80gb, h100-80gb.")
+@click.option("--device", "device_name",
+              help="Device to fit, whose kernels and allocator the step runs with: 910b, 910b4, s4000, a100-40gb, "
+                   "a100-80gb, h100-80gb, h200.")
 @click.option("--memory", "memory_size", help="Device memory to fit instead of a named device, e.g. 48GiB.")
 @click.option("--output-format", type=click.Choice(FORMATS), default="text", show_default=True)
 @click.option("-v", "--verbose", is_flag=True, help="List every op with its status, not only the problems.")
-def preflight(preset, config_path, target, kernels, report_path, export_path, batch_size, seq_len, overrides,
-              precision, strategy, nproc, lora_r, gradient_checkpointing, device_name, memory_size, output_format,
-              verbose):
+def preflight(preset, config_path, target, kernels, report_path, export_path, device_name, memory_size, output_format,
+              verbose, **step):
     """Run one training step of a model at full size with fake tensors (forward, backward, clipping,
-    optimizer), check every aten op against the target's native kernels, and predict the peak memory per
-    rank under a strategy and world size against the device's."""
+    optimizer), as the trainer runs it on the device, check every aten op against the target's native
+    kernels, and predict the peak memory per rank under a strategy and world size: the tensors, the caching
+    allocator's peaks and what the device tool would show, against the device's memory."""
     if export_path:
         if not target:
             _fail("--export-kernels needs --target")
@@ -100,14 +112,10 @@ def preflight(preset, config_path, target, kernels, report_path, export_path, ba
         _fail("pass --device or --memory, not both")
     progress = StageLine()
     try:
-        from portlayer.preflight.model_source import Training
-        from portlayer.preflight.plan import Shape, parse_override
-
         capacity = _capacity(device_name, memory_size)
-        training = Training(precision, strategy, nproc, lora_r, gradient_checkpointing)
-        shape = Shape(preset, batch_size, seq_len, dict(map(parse_override, overrides)), training, config_path)
+        shape = _shape(preset, config_path, step)
         source, unchecked = _kernel_source(target or _device_backend(device_name), kernels)
-        result = _run(shape, capacity, progress)
+        result = _run(shape, capacity, _on(device_name, target), progress)
     except PortlayerError as exc:
         _fail(str(exc))
     finally:
@@ -133,6 +141,37 @@ def preflight(preset, config_path, target, kernels, report_path, export_path, ba
             _fail(f"cannot write {report_path}: {exc.strerror or exc}")
     ops_exit = report.exit_code if report is not None else 0
     sys.exit(max(ops_exit, 0 if result.fits in (None, True) else 1))
+
+
+def _shape(preset, config_path, step: dict):
+    """The step the options describe, in the trainer's terms."""
+    from portlayer.preflight.model_source import Training
+    from portlayer.preflight.plan import Shape, parse_override
+
+    if step["grad_accum"] > 1 and step["strategy"] != DEFAULT_STRATEGY:
+        raise PortlayerError(f"--grad-accum is predicted under {DEFAULT_STRATEGY} only (the sharded engines "
+                             f"accumulate in buffers of their own)")
+    training = Training(step["precision"], step["strategy"], step["nproc"], step["lora_r"],
+                        step["gradient_checkpointing"], step["weights"], step["parity"], step["grad_accum"])
+    overrides = dict(map(parse_override, step["overrides"]))
+    return Shape(preset, step["batch_size"], step["seq_len"], overrides, training, config_path)
+
+
+def _on(device_name, target):
+    """Where the step runs: the --device's backend and compute capability, else --target's backend, else cuda."""
+    from portlayer.preflight import devices
+    from portlayer.preflight.per_rank import On
+    from portlayer.preflight.targets import get_target
+
+    if device_name:
+        device = devices.get_device(device_name)
+        if target and target != device.backend:
+            # The step runs on one device's kernels; checking another backend's ops against them would report
+            # kernels the target never runs (cuda's efficient attention "missing on npu").
+            raise PortlayerError(f"--device {device_name} runs {device.backend}, not --target {target}: "
+                                 f"name a {target} device, or --memory SIZE")
+        return On(get_target(device.backend), device.capability)
+    return On(get_target(target or "cuda"))
 
 
 def _export(target, export_path):
@@ -186,6 +225,7 @@ def _kernel_source(target, kernels):
 class _Result:
     shape: object  # plan.Shape
     model: object  # model_source.ModelSource
+    on: object  # per_rank.On
     prediction: object  # per_rank.Prediction
     capacity: int | None
     device: str | None  # the capacity's label
@@ -197,21 +237,21 @@ class _Result:
 
     @property
     def fits(self) -> bool | None:
-        return None if self.capacity is None else self.memory.total <= self.capacity
+        return None if self.capacity is None else self.prediction.in_use <= self.capacity
 
 
-def _run(shape, capacity, progress) -> _Result:
+def _run(shape, capacity, on, progress) -> _Result:
     from portlayer.preflight import plan
 
     model = plan.source(shape)
-    prediction = plan.predict(shape, progress)
+    prediction = plan.predict(shape, progress, on)
     suggestions = []
     size, label = capacity if capacity else (None, None)
-    if size is not None and prediction.memory.total > size:
+    if size is not None and prediction.in_use > size:
         progress("suggest")
         suggestions = plan.suggestions(shape, model.layers, len(next(iter(model.batch.values()))),
-                                       prediction.memory, size, lambda other: plan.predict(other).memory)
-    return _Result(shape, model, prediction, size, label, suggestions)
+                                       prediction.in_use, size, lambda other: plan.predict(other, on=on).in_use)
+    return _Result(shape, model, on, prediction, size, label, suggestions)
 
 
 def _render_text(report, unchecked, result: _Result) -> str:
@@ -224,8 +264,9 @@ def _render_text(report, unchecked, result: _Result) -> str:
     for name, size in memory.parts().items():
         lines.append(f"  {name:<18} {format_bytes(size):>12}")
     lines.append(f"  {'total':<18} {format_bytes(memory.total):>12}")
+    lines.extend(_device_lines(result))
     if result.capacity is not None:
-        spare = result.capacity - memory.total
+        spare = result.capacity - result.prediction.in_use
         if spare < 0:
             lines.append(f"{result.device}: does not fit, {format_bytes(-spare)} over")
         else:
@@ -235,6 +276,27 @@ def _render_text(report, unchecked, result: _Result) -> str:
             lines.append("to fit:")
             lines.extend(f"  {suggestion.describe()}" for suggestion in result.suggestions)
     return "\n".join(lines)
+
+
+def _kernels(on) -> str:
+    """Whose kernels and allocator the step ran with, e.g. "cuda, sm 9.0"."""
+    capability = f", sm {on.capability[0]}.{on.capability[1]}" if on.capability else ""
+    return f"{on.target.name}{capability}"
+
+
+def _device_lines(result: _Result) -> list[str]:
+    """The caching allocator's peaks and the device tool's figure, with what the latter leaves out."""
+    from portlayer.preflight.devices import format_bytes
+
+    device = result.prediction.device
+    outside = [f"{name} {format_bytes(cost.bytes)}" for name, cost in device.outside.items() if cost.bytes is not None]
+    lines = [f"on {_kernels(result.on)} (its kernels and caching allocator):",
+             f"  {'allocated (peak)':<18} {format_bytes(device.allocated):>12}",
+             f"  {'reserved (peak)':<18} {format_bytes(device.reserved):>12}",
+             f"  {device.tool:<18} {format_bytes(device.shown):>12}  {' + '.join(['reserved', *outside])}"]
+    for name in device.uncounted:
+        lines.append(f"    not counted: {name}: {device.outside[name].source}")
+    return lines
 
 
 def _finding(code: str, path: str, line: int, message: str, hint: str = ""):
@@ -271,13 +333,15 @@ def _findings(report, unchecked, result: _Result) -> list:
     else:
         found.append(_finding("PF103", config_path, 1,
                               f"{len(result.prediction.recording.ops)} ops recorded, not checked: {unchecked}"))
-    memory = result.memory
+    memory, device = result.memory, result.prediction.device
     parts = ", ".join(f"{name} {format_bytes(size)}" for name, size in memory.parts().items())
     found.append(_finding("PF203", config_path, 1,
                           f"peak {format_bytes(memory.total)} per rank in the {memory.phase} "
-                          f"({shape.describe(result.model)}): {parts}"))
+                          f"({shape.describe(result.model)}): {parts}; on {_kernels(result.on)}: allocated "
+                          f"{format_bytes(device.allocated)}, reserved {format_bytes(device.reserved)}, "
+                          f"{device.tool} {format_bytes(device.shown)}"))
     if result.capacity is not None:
-        total = memory.total
+        total = result.prediction.in_use
         if result.fits:
             found.append(_finding("PF202", config_path, 1, f"peak {format_bytes(total)} per rank fits {result.device}"))
         else:
@@ -295,6 +359,7 @@ def _as_dict(report, unchecked, result: _Result) -> dict:
     shape, model, count = result.shape, result.model, result.prediction.count
     batch = next(iter(model.batch.values())).shape
     answer["memory"] = result.memory.as_dict()
+    answer["device_memory"] = {**result.prediction.device.as_dict(), "capability": result.on.capability}
     answer["parameters"] = {"total": count.total, "trainable": count.trainable,
                             "largest_layer": count.largest_layer, "layers_stepped": result.prediction.layers_run}
     answer["shape"] = {"model": shape.model, "batch_size": batch[0], "seq_len": batch[1],

@@ -1,8 +1,9 @@
 """Devices a step is checked against, with the memory their makers publish, and `--memory 48GiB` sizes.
 
-A device's figure is its memory as sold; the runtime takes part of it for itself (CUDA's context is
-0.3–0.5 GiB, the caching allocator rounds and keeps freed blocks), so a prediction within a GiB or two of
-the capacity is a close call, and the verdict says so.
+A device's figure is its memory as the device tool reports it (nvidia-smi's total; the makers' GB as GiB
+where no reading is at hand). The prediction it is held against is what that tool would show in use: the
+caching allocator's reserved memory and the runtime's own where it can be cited; the runtime's context has no
+citable size, so a prediction within a GiB or two of the capacity is a close call, and the verdict says so.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ class Device:
     label: str
     memory: int  # bytes
     backend: str  # the backend it runs: what `--device` checks the ops against when `--target` is not given
+    capability: tuple[int, int] | None = None  # a CUDA device's compute capability (its kernels and workspaces)
 
     def describe(self) -> str:
         return f"{self.label}, {format_bytes(self.memory)}"
@@ -34,10 +36,12 @@ DEVICES = {device.name: device for device in (
     Device("910b4", "Huawei Ascend 910B4", 32 * GiB, "npu"),
     # Moore Threads MTT S4000: 48 GB GDDR6.
     Device("s4000", "Moore Threads MTT S4000", 48 * GiB, "musa"),
-    # NVIDIA A100 40GB / 80GB and H100 80GB (nvidia-smi shows 40960 / 81920 / 81559 MiB).
-    Device("a100-40gb", "NVIDIA A100 40GB", 40 * GiB, "cuda"),
-    Device("a100-80gb", "NVIDIA A100 80GB", 80 * GiB, "cuda"),
-    Device("h100-80gb", "NVIDIA H100 80GB", 81559 * (1 << 20), "cuda"),
+    # NVIDIA A100 40GB / 80GB, H100 80GB and H200 141GB (nvidia-smi shows 40960 / 81920 / 81559 / 143771 MiB;
+    # the H200's is the reading beside the H200 run files: tests/preflight/data/h200/README.md).
+    Device("a100-40gb", "NVIDIA A100 40GB", 40 * GiB, "cuda", (8, 0)),
+    Device("a100-80gb", "NVIDIA A100 80GB", 80 * GiB, "cuda", (8, 0)),
+    Device("h100-80gb", "NVIDIA H100 80GB", 81559 * (1 << 20), "cuda", (9, 0)),
+    Device("h200", "NVIDIA H200 141GB", 143771 * (1 << 20), "cuda", (9, 0)),
 )}
 
 _UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,

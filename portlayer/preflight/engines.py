@@ -22,14 +22,17 @@ BUFFERS, GRADIENTS = "Engine buffers", "Engine gradients"
 
 
 class Ledger:
-    """Bytes the engine's buffers hold now, and held when the tracker last recorded a peak."""
+    """Bytes the engine's buffers hold now, and held when the tracker last recorded a peak; and the step's
+    phase now and at that peak."""
 
     def __init__(self) -> None:
         self.now = {BUFFERS: 0, GRADIENTS: 0}
         self.at_peak = dict(self.now)
+        self.phase = self.phase_at_peak = "forward"
 
     def peak_recorded(self) -> None:
         self.at_peak = dict(self.now)
+        self.phase_at_peak = self.phase
 
     def allocate(self, elements: int, dtype: torch.dtype, holds: str) -> torch.Tensor:
         self.now[holds] += elements * dtype.itemsize  # first: the allocation may be the peak recorded

@@ -25,9 +25,11 @@ import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 from portlayer.precision import PRECISIONS
+from portlayer.preflight.allocations import AllocationLog
 from portlayer.preflight.engines import BUFFERS, GRADIENTS, FsdpGathers, Ledger, ZeroGradients
 from portlayer.preflight.recording import Recorder, Recording
 from portlayer.preflight.shadow import ShadowValues, values_known_to_libraries
+from portlayer.preflight.target_kernels import TargetKernels
 
 
 @dataclass(frozen=True)
@@ -65,6 +67,7 @@ class FakeStep:
     memory: Memory | None  # the steady state's peak: the larger of the two below
     training: Memory | None = None  # the peak of the forward and backward
     optimizing: Memory | None = None  # the peak of the optimizer step, when it is above the backward's end
+    allocations: list | None = None  # the step's (+1 | -1, key, bytes) in order, for `allocator.replay`
 
 
 class _NoHook:
@@ -190,65 +193,138 @@ def run_fake_step(build_model: Callable[[], torch.nn.Module], batch: Mapping[str
                   make_optimizer: Callable[[torch.nn.Module], torch.optim.Optimizer],
                   clip_grad_norm: float | None = 1.0, precision: str = "fp32", ddp: bool = False,
                   engine: ZeroGradients | FsdpGathers | None = None, measure_memory: bool = True,
-                  progress: Callable[[str], None] | None = None) -> FakeStep:
-    """Build the model with fake tensors and run one training step on `batch` (real tensors: their values
-    are kept), recording its ops and, if `measure_memory`, the memory a rank would hold at its peak.
-    `progress(stage)` is told as the step moves on: "model", "forward", "backward", "optimizer"."""
+                  progress: Callable[[str], None] | None = None, grad_accum: int = 1,
+                  kernels: TargetKernels | None = None) -> FakeStep:
+    """Build the model with fake tensors and run one steady-state training step on `batch` (real tensors:
+    their values are kept): `grad_accum` micro-batches, forward (under autocast to `precision`'s type when it
+    is 16-bit) and backward, gradients reduced on the last (DDP's no_sync before), then clipping and the
+    optimizer. Records its ops and, if `measure_memory`, the memory a rank would hold at its peak and the
+    allocations in order. With `kernels`, the target's kernels run where the cpu's would
+    (`target_kernels`). `progress(stage)` is told as the step moves on: "model", "forward", "backward",
+    "optimizer"."""
     progress = progress or (lambda stage: None)
     fake_mode = FakeTensorMode()
     shadows = ShadowValues(fake_mode)
-    recorder: Recorder | None = None
+    log = AllocationLog() if measure_memory else None
     with contextlib.ExitStack() as stack:
-        stack.enter_context(_memory_tracker_notes_ignored())
-        stack.enter_context(fake_mode)
-        stack.enter_context(shadows)
-        stack.enter_context(values_known_to_libraries(shadows))
+        for mode in (_memory_tracker_notes_ignored(), fake_mode, log, shadows, values_known_to_libraries(shadows),
+                     kernels):
+            if mode is not None:
+                stack.enter_context(mode)
         progress("model")
         model = build_model()
         model.train()
         inputs = {key: shadows.fake(value) for key, value in batch.items()}
         optimizer = make_optimizer(model)
-        tracker = _peak_tracker(model) if measure_memory else None
-        if tracker is not None:
-            tracker.track_external(model, optimizer, *inputs.values())  # the batch is on the device too
-            stack.enter_context(tracker)
+        _create_optimizer_state(model, optimizer)
+        tracker = _tracking(stack, model, optimizer, inputs) if measure_memory else None
         runner, ddp_buckets = _in_ddp(model, stack, tracker) if ddp else (model, 0)
+        if log is not None:
+            _start_log(log, inputs, optimizer)
         recorder = stack.enter_context(Recorder(model))
         ledger = tracker.ledger if tracker is not None else Ledger()
+        # MemTracker keeps statistics per module for one forward: let the next micro-batch start them afresh.
+        forget_modules = tracker.reset_mod_stats if tracker is not None else (lambda: None)
+        micro_batch = _MicroBatch(runner, inputs, recorder, ledger, progress, _autocast(precision, kernels),
+                                  forget_modules)
         with engine.playing(model, ledger) if engine is not None else contextlib.nullcontext():
-            progress("forward")
-            chosen = PRECISIONS[precision]
-            with torch.autocast("cpu", dtype=chosen.dtype) if chosen.autocast else contextlib.nullcontext():
-                loss = runner(**inputs).loss
-            after_forward = _peak_so_far(tracker)
-            progress("backward")
-            recorder.phase("backward")
-            loss.backward()
+            for index in range(grad_accum):
+                synced = index == grad_accum - 1 or not ddp
+                with contextlib.nullcontext() if synced else runner.no_sync():
+                    micro_batch(grad_accum)
             # Before the play ends: what it does after the backward serves the fake optimizer step only.
-            after_backward = _peak_so_far(tracker)
+            after_backward, phase = _peak_so_far(tracker), ledger.phase_at_peak
         progress("optimizer")
-        if clip_grad_norm is not None:
-            recorder.phase("optimizer", scope="clip_grad_norm_")
-            torch.nn.utils.clip_grad_norm_(model.parameters(), clip_grad_norm, foreach=True)
-        recorder.phase("optimizer", scope=f"{type(optimizer).__name__}.step")
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
+        ledger.phase = "optimizer"
+        _optimizer_step(model, optimizer, clip_grad_norm, recorder)
         if tracker is None:
             return FakeStep(recorder.recording, None)
         at_end = _peak_so_far(tracker)
         state = sum(snap.get(key, 0) for snap in tracker.get_tracker_snapshot("current").values()
                     for key in snap if getattr(key, "value", key) == "Optstate")
-    training, optimizing = _steady_state(after_forward, after_backward, at_end, state, ddp_buckets)
+    training, optimizing = _steady_state(after_backward, phase, at_end, state, ddp_buckets)
     peak = optimizing if optimizing is not None and optimizing.total > training.total else training
-    return FakeStep(recorder.recording, peak, training, optimizing)
+    return FakeStep(recorder.recording, peak, training, optimizing, log.events())
 
 
-def _steady_state(after_forward, after_backward, at_end, state: int,
+def _tracking(stack: contextlib.ExitStack, model, optimizer, inputs: Mapping[str, torch.Tensor]):
+    """The memory tracker, entered on `stack`, with what exists before the step: the model, the optimizer's
+    state, the batch (on the device too)."""
+    tracker = _peak_tracker(model)
+    tracker.track_external(model, optimizer, *inputs.values())
+    stack.enter_context(tracker)
+    return tracker
+
+
+def _start_log(log: AllocationLog, inputs: Mapping[str, torch.Tensor], optimizer) -> None:
+    """The step's allocations start from what is on the device now: the model, the optimizer's state, the
+    batch; not AdamW's step counts, which it keeps on the host unless capturable or fused (torch/optim/adam.py,
+    _init_group)."""
+    log.track(inputs)
+    log.leave_out(state["step"] for state in optimizer.state.values() if "step" in state)
+    log.start()
+
+
+def _autocast(precision: str, kernels: TargetKernels | None) -> Callable[[], contextlib.AbstractContextManager]:
+    """The forward's autocast: to the precision's 16-bit type, with the target's lists when there are kernels."""
+    chosen = PRECISIONS[precision]
+    if not chosen.autocast:
+        return contextlib.nullcontext
+    if kernels is not None:
+        return lambda: kernels.autocast(chosen.dtype)
+    return lambda: torch.autocast("cpu", dtype=chosen.dtype)
+
+
+@dataclass(frozen=True)
+class _MicroBatch:
+    """One micro-batch's forward (under the autocast) and backward of `loss / micro-batches`, as the trainer's
+    `Parallel.backward` scales it."""
+
+    runner: torch.nn.Module
+    inputs: Mapping[str, torch.Tensor]
+    recorder: Recorder
+    ledger: Ledger
+    progress: Callable[[str], None]
+    autocast: Callable[[], contextlib.AbstractContextManager]
+    forget_modules: Callable[[], None]
+
+    def __call__(self, micro_batches: int) -> None:
+        self.forget_modules()
+        self.progress("forward")
+        self.recorder.phase("forward")
+        self.ledger.phase = "forward"
+        with self.autocast():
+            loss = self.runner(**self.inputs).loss
+        self.progress("backward")
+        self.recorder.phase("backward")
+        self.ledger.phase = "backward"
+        (loss / micro_batches if micro_batches > 1 else loss).backward()
+
+
+def _create_optimizer_state(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> None:
+    """The optimizer's state as every step after the first finds it (AdamW's moments and step counts): one step
+    over zero gradients creates it, unrecorded and unmeasured."""
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    for parameter in trainable:
+        parameter.grad = torch.zeros_like(parameter)
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+
+
+def _optimizer_step(model, optimizer, clip_grad_norm: float | None, recorder: Recorder) -> None:
+    if clip_grad_norm is not None:
+        recorder.phase("optimizer", scope="clip_grad_norm_")
+        torch.nn.utils.clip_grad_norm_(model.parameters(), clip_grad_norm, foreach=True)
+    recorder.phase("optimizer", scope=f"{type(optimizer).__name__}.step")
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+
+
+def _steady_state(after_backward, phase: str, at_end, state: int,
                   ddp_buckets: int) -> tuple[Memory, Memory | None]:
-    """The second step's peaks from the first's: its forward and backward run with the optimizer state
-    allocated (the first step creates it at its end); its optimizer phase is the first one's again."""
-    phase = "backward" if after_backward.get("Total", 0) > after_forward.get("Total", 0) else "forward"
-    training = _memory(after_backward, phase, state + after_backward.get("Optstate", 0), ddp_buckets)
+    """The step's peaks: its forward and backward's (with the optimizer state there from the start), and its
+    optimizer step's when that is higher than where the backward ended."""
+    training = _memory(after_backward, phase, after_backward.get("Optstate", 0), ddp_buckets)
     if at_end.get("Total", 0) <= after_backward.get("Total", 0):
         return training, None
     # MemTracker files all the optimizer step makes under optimizer state; beyond the state that stays

@@ -18,18 +18,34 @@ buffers where their timing moves the peak: DDP itself, or a play of DeepSpeed's 
 at the first gradient and, at stage 2, holding the gradients) or of FSDP2's gathered parameters
 (`engines`). The strategy then takes its share of the optimizer's temporaries where it shards the
 optimizer state; ZeRO-3 holds its whole gradient partition from the start.
+
+With a `Target`, the fake step runs the target's kernels (`target_kernels`) and the answer adds what the
+target's runtime holds besides the tensors (`DeviceMemory`): the BLAS library's workspaces, the caching
+allocator's rounding and cache (its replay over the step's allocations, `allocator`, scaled like the rest),
+and the fixed costs outside it that can be cited (`targets`).
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from portlayer.preflight import sharding
+from portlayer.preflight import allocator, sharding
 from portlayer.preflight.engines import FsdpGathers, ZeroGradients
-from portlayer.preflight.fake_step import FakeStep, Memory, run_fake_step
+from portlayer.preflight.fake_step import FakeStep, run_fake_step
 from portlayer.preflight.model_source import ModelSource, Training
 from portlayer.preflight.recording import Recording
+from portlayer.preflight.target_kernels import TargetKernels
+from portlayer.preflight.targets import Capability, Target
+
+
+@dataclass(frozen=True)
+class On:
+    """The device a prediction is for: its backend's kernel model and, for CUDA, its compute capability."""
+
+    target: Target
+    capability: Capability = None
 
 
 @dataclass(frozen=True)
@@ -43,6 +59,7 @@ class RankMemory:
     communication: int  # the strategy's buffers: DDP buckets, ZeRO buckets, gathered parameters
     buffers: int
     phase: str  # "forward", "backward" or "optimizer"
+    workspaces: int = 0  # the BLAS library's, bound to each thread that ran a GEMM, kept (the target's)
 
     @property
     def total(self) -> int:
@@ -51,12 +68,44 @@ class RankMemory:
     def parts(self) -> dict[str, int]:
         return {"parameters": self.parameters, "gradients": self.gradients, "optimizer state": self.optimizer_state,
                 "activations, temps": self.activations, "communication": self.communication,
-                "buffers": self.buffers}
+                "buffers": self.buffers, "workspaces": self.workspaces}
 
     def as_dict(self) -> dict:
         return {"parameters": self.parameters, "gradients": self.gradients, "optimizer_state": self.optimizer_state,
                 "activations": self.activations, "communication": self.communication, "buffers": self.buffers,
-                "total": self.total, "phase": self.phase}
+                "workspaces": self.workspaces, "total": self.total, "phase": self.phase}
+
+
+# The trainer's process groups, each a communicator of the collective library: the default one (start-up
+# barrier, checkpoints) and the training one (reference_train/train.py, _start_training_group).
+TRAINER_COMMUNICATORS = 2
+
+
+@dataclass(frozen=True)
+class DeviceMemory:
+    """What the target's runtime would show for the step, per rank: the caching allocator's peaks
+    (`torch.<device>.max_memory_allocated` and `max_memory_reserved`), and the device tool's figure (nvidia-smi,
+    npu-smi): reserved plus the runtime's memory outside the allocator, where a figure can be cited."""
+
+    target: str
+    tool: str
+    allocated: int
+    reserved: int
+    outside: dict  # name -> targets.FixedCost: the runtime's context, the collective library's buffers
+
+    @property
+    def shown(self) -> int:
+        """The device tool's figure, less what has no citable figure (`uncounted`)."""
+        return self.reserved + sum(cost.bytes for cost in self.outside.values() if cost.bytes)
+
+    @property
+    def uncounted(self) -> list[str]:
+        return [name for name, cost in self.outside.items() if cost.bytes is None]
+
+    def as_dict(self) -> dict:
+        return {"target": self.target, "tool": self.tool, "allocated": self.allocated, "reserved": self.reserved,
+                "shown": self.shown, "outside": {name: {"bytes": cost.bytes, "source": cost.source}
+                                                 for name, cost in self.outside.items()}}
 
 
 @dataclass(frozen=True)
@@ -65,6 +114,12 @@ class Prediction:
     count: sharding.ParameterCount
     recording: Recording  # the ops of the step run (the model cut to `layers_run` layers)
     layers_run: int
+    device: DeviceMemory | None = None  # with a target
+
+    @property
+    def in_use(self) -> int:
+        """What the device would hold in use: the device tool's figure with a target, else the tensors."""
+        return self.device.shown if self.device is not None else self.memory.total
 
 
 def count_parameters(source: ModelSource, training: Training) -> sharding.ParameterCount:
@@ -108,38 +163,50 @@ def played_engine(count: sharding.ParameterCount, training: Training) -> Engine 
 
 
 def fake_step(source: ModelSource, training: Training, layers: int,
-              progress: Callable[[str], None] | None = None, engine: Engine | None = None) -> FakeStep:
+              progress: Callable[[str], None] | None = None, engine: Engine | None = None,
+              on: On | None = None) -> FakeStep:
     """One unsharded rank's step of the model cut to `layers` layers, with fake tensors; under DDP wrapped in
     DDP, so that its ops are recorded as a rank dispatches them (the bucket copies; the buckets' bytes are
     left out of the fake step's figures here, `sharding` counts them); with `engine`, its buffers played (the
-    prediction takes them from the step's peak)."""
+    prediction takes them from the step's peak); `on` a target, with its kernels. In parity mode torch's
+    functional dropouts are off, as the trainer has them."""
     import torch
+
+    from portlayer.train.presets import functional_dropout_off
 
     def make_optimizer(model):
         # foreach: what torch picks for parameters on an accelerator (cuda, xpu and the vendors' device).
         return torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=source.lr,
                                  weight_decay=source.weight_decay, foreach=True)
 
-    return run_fake_step(lambda: source.build(training, layers), source.batch, make_optimizer=make_optimizer,
-                         clip_grad_norm=source.max_grad_norm, precision=training.precision,
-                         ddp=training.strategy == "ddp", engine=engine, progress=progress)
+    kernels = TargetKernels(on.target, on.capability) if on is not None else None
+    with functional_dropout_off() if training.parity else contextlib.nullcontext():
+        return run_fake_step(lambda: source.build(training, layers), source.batch, make_optimizer=make_optimizer,
+                             clip_grad_norm=source.max_grad_norm, precision=training.autocast,
+                             ddp=training.strategy == "ddp", engine=engine, progress=progress,
+                             grad_accum=training.grad_accum, kernels=kernels)
 
 
-def _scaled(one: Memory, two: Memory, layers: int, field: str, first: int = 1) -> int:
-    """`field` at `layers` layers from its value at `first` and `first + 1`: affine in the number of
-    identical layers."""
-    at_first, at_next = getattr(one, field), getattr(two, field)
-    return max(at_first + (layers - first) * (at_next - at_first), 0)
+def _scaled(values: list[int], runs: list[int], layers: int) -> int:
+    """A figure at `layers` layers from its values at the layer counts `runs` (one: the whole model; two:
+    `first` and `first + 1`): affine in the number of identical layers."""
+    if len(values) == 1:
+        return values[0]
+    at_first, at_next = values
+    return max(at_first + (layers - runs[0]) * (at_next - at_first), 0)
 
 
 def _at(steps: list[FakeStep], runs: list[int], layers: int, phase: str, field: str) -> int:
     peaks = [getattr(step, phase) for step in steps]
     if any(peak is None for peak in peaks):
         return 0
-    return getattr(peaks[0], field) if len(peaks) == 1 else _scaled(*peaks, layers, field, runs[0])
+    return _scaled([getattr(peak, field) for peak in peaks], runs, layers)
 
 
-def predict(source: ModelSource, training: Training, progress: Callable[[str], None] | None = None) -> Prediction:
+def predict(source: ModelSource, training: Training, progress: Callable[[str], None] | None = None,
+            on: On | None = None, communicators: int = TRAINER_COMMUNICATORS) -> Prediction:
+    """The peak per rank of `source`'s step under `training`; `on` a target, as its kernels and runtime hold it
+    (with `device`: `communicators` process groups, the trainer's by default), else as the cpu's kernels do."""
     from portlayer.strategies import get_strategy
 
     strategy = get_strategy(training.strategy)
@@ -148,19 +215,19 @@ def predict(source: ModelSource, training: Training, progress: Callable[[str], N
     engine = played_engine(count, training)
     first = engine.steady_from_layers if engine is not None else 1
     runs = [full] if full <= first + 1 else [first, first + 1]
-    steps = [fake_step(source, training, layers, progress, engine) for layers in runs]
-    states = sharding.model_states(count, strategy, training.nproc, training.precision)
+    steps = [fake_step(source, training, layers, progress, engine, on) for layers in runs]
+    states = sharding.model_states(count, strategy, training.nproc, training.weights)
     if engine is not None:
         # What the played buffers held at the training peak (the step of the most layers says: the bucket and
         # a block's gathered parameters are the same size in each).
         communication = steps[-1].training.communication
     else:
-        communication = sharding.communication(count, strategy, training.precision)
+        communication = sharding.communication(count, strategy, training.weights)
 
     def at(phase: str, field: str) -> int:
         return _at(steps, runs, full, phase, field)
 
-    training_peak = RankMemory(
+    memory = RankMemory(
         parameters=states.parameters,
         gradients=sharding.gradients_at_peak(strategy, states, at("training", "gradients")),
         optimizer_state=states.optimizer_state,
@@ -169,7 +236,6 @@ def predict(source: ModelSource, training: Training, progress: Callable[[str], N
         buffers=at("training", "buffers"),
         phase=steps[-1].training.phase,
     )
-    memory = training_peak
     if steps[-1].optimizing is not None:
         optimizer_share = 1 / training.nproc if strategy.shards_optimizer_state else 1.0
         optimizer_peak = RankMemory(
@@ -182,5 +248,23 @@ def predict(source: ModelSource, training: Training, progress: Callable[[str], N
             buffers=at("optimizing", "buffers"),
             phase="optimizer",
         )
-        memory = max(training_peak, optimizer_peak, key=lambda peak: peak.total)
-    return Prediction(memory, count, steps[-1].recording, runs[-1])
+        memory = max(memory, optimizer_peak, key=lambda peak: peak.total)
+    if on is None:
+        return Prediction(memory, count, steps[-1].recording, runs[-1])
+    memory = replace(memory, workspaces=on.target.blas_threads * on.target.blas_workspace(on.capability,
+                                                                                           training.parity))
+    device = _device_memory(steps, runs, full, memory, training.nproc, on, communicators)
+    return Prediction(memory, count, steps[-1].recording, runs[-1], device)
+
+
+def _device_memory(steps: list[FakeStep], runs: list[int], layers: int, memory: RankMemory, nproc: int, on: On,
+                   communicators: int) -> DeviceMemory:
+    """The allocator's peaks: the tensors' peak plus what its blocks and segments add over the step's own
+    allocations (replayed at each layer count run, scaled), the workspaces in segments of their own; and the
+    runtime's memory outside it."""
+    replays = [allocator.replay(step.allocations, on.target.allocator) for step in steps]
+    rounding = _scaled([peaks.allocated - peaks.requested for peaks in replays], runs, layers)
+    cached = _scaled([peaks.reserved - peaks.requested for peaks in replays], runs, layers)
+    target = on.target
+    outside = {"context": target.context, "collective buffers": target.collective(nproc, communicators)}
+    return DeviceMemory(target.name, target.tool, memory.total + rounding, memory.total + cached, outside)

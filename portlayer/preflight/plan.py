@@ -62,12 +62,12 @@ def source(shape: Shape) -> ModelSource:
     return read(shape.model, batch_size=shape.batch_size, seq_len=shape.seq_len, overrides=shape.overrides)
 
 
-def predict(shape: Shape, progress: Callable[[str], None] | None = None):
-    """The peak per rank of `shape`'s step and the ops it dispatches (per_rank.predict)."""
+def predict(shape: Shape, progress: Callable[[str], None] | None = None, on=None):
+    """The peak per rank of `shape`'s step and the ops it dispatches, `on` a target (`per_rank.predict`)."""
     from portlayer.preflight import per_rank
 
     try:
-        return per_rank.predict(source(shape), shape.training, progress)
+        return per_rank.predict(source(shape), shape.training, progress, on)
     except DataDependentError as exc:
         raise PortlayerError(f"{shape.model}: {exc}") from None
 
@@ -80,7 +80,8 @@ def fake_preset_step(shape: Shape, *, measure_memory: bool = True) -> tuple[Fake
     try:
         step = run_fake_step(lambda: model.build(training), model.batch,
                              make_optimizer=lambda m: _adamw(m, model), clip_grad_norm=model.max_grad_norm,
-                             precision=training.precision, ddp=True, measure_memory=measure_memory)
+                             precision=training.autocast, ddp=True, measure_memory=measure_memory,
+                             grad_accum=training.grad_accum)
     except DataDependentError as exc:
         raise PortlayerError(f"{shape.model}: {exc}") from None
     return step, model.config
@@ -105,37 +106,42 @@ class Suggestion:
         return f"{self.option}: {predicted}{verdict} ({self.why})"
 
 
-def suggestions(shape: Shape, layers: int, batch_size: int, memory, capacity: int,
-                measure: Callable[[Shape], Any]) -> list[Suggestion]:
+def suggestions(shape: Shape, layers: int, batch_size: int, memory: int, capacity: int,
+                measure: Callable[[Shape], int]) -> list[Suggestion]:
     """What would bring the step within `capacity`, where portlayer knows: fewer layers, a smaller batch,
-    gradient checkpointing, 16-bit weights. `measure(shape)` predicts another step (a `RankMemory`); each suggestion says how it
-    was found."""
+    gradient checkpointing, a 16-bit forward, 16-bit weights. `measure(shape)` predicts another step's figure
+    held against the capacity; each suggestion says how it was found."""
     found = []
     if layers > 1:
         one = measure(replace(shape, overrides={**shape.overrides, LAYERS: 1}))
-        per_layer = (memory.total - one.total) / (layers - 1)
-        most = layers if per_layer <= 0 else int((capacity - one.total) // per_layer) + 1
-        if one.total > capacity:
-            found.append(Suggestion(f"--override {LAYERS}=1", one.total, False, "one layer is already too much"))
+        per_layer = (memory - one) / (layers - 1)
+        most = layers if per_layer <= 0 else int((capacity - one) // per_layer) + 1
+        if one > capacity:
+            found.append(Suggestion(f"--override {LAYERS}=1", one, False, "one layer is already too much"))
         else:
             most = max(1, min(most, layers - 1))
             found.append(Suggestion(
-                f"--override {LAYERS}={most}", one.total + round(per_layer * (most - 1)), True,
+                f"--override {LAYERS}={most}", one + round(per_layer * (most - 1)), True,
                 f"{format_bytes(round(per_layer))} a layer, measured at 1 and {layers} layers"))
     if batch_size > 1:
         one = measure(replace(shape, batch_size=1))
-        per_sample = (memory.total - one.total) / (batch_size - 1)
-        most = batch_size if per_sample <= 0 else int((capacity - one.total) // per_sample) + 1
+        per_sample = (memory - one) / (batch_size - 1)
+        most = batch_size if per_sample <= 0 else int((capacity - one) // per_sample) + 1
         most = max(1, min(most, batch_size - 1))
-        predicted = one.total + round(per_sample * (most - 1))
+        predicted = one + round(per_sample * (most - 1))
         found.append(Suggestion(f"--batch-size {most}", predicted, predicted <= capacity,
                                 f"{format_bytes(round(per_sample))} a sample, measured at 1 and {batch_size}"))
     if not shape.training.gradient_checkpointing:
-        recomputed = measure(replace(shape, training=replace(shape.training, gradient_checkpointing=True))).total
+        recomputed = measure(replace(shape, training=replace(shape.training, gradient_checkpointing=True)))
         found.append(Suggestion("--gradient-checkpointing", recomputed, recomputed <= capacity,
                                 "each layer's activations recomputed in the backward: predicted"))
-    if shape.training.precision == "fp32":
-        bf16 = measure(replace(shape, training=replace(shape.training, precision="bf16"))).total
+    training = shape.training
+    if training.autocast == "fp32":
+        bf16 = measure(replace(shape, training=replace(training, precision="bf16")))
         found.append(Suggestion("--precision bf16", bf16, bf16 <= capacity,
-                                "bf16 weights and autocast, fp32 master weights in the optimizer: predicted"))
+                                "the forward under bf16 autocast, as the trainer runs it: predicted"))
+    if training.weights == "fp32":
+        bf16 = measure(replace(shape, training=replace(training, precision="fp32", weights="bf16")))
+        found.append(Suggestion("--weights bf16", bf16, bf16 <= capacity,
+                                "bf16 weights and gradients, fp32 master weights in the optimizer: predicted"))
     return found

@@ -65,19 +65,20 @@ def _share(size: int, sharded: bool, nproc: int) -> int:
     return -(-size // nproc) if sharded else size
 
 
-def model_states(count: ParameterCount, strategy: Strategy, nproc: int, precision: str) -> ModelStates:
-    """Bytes per rank of weights, gradients and Adam state."""
-    weight = WEIGHT_BYTES[precision]
+def model_states(count: ParameterCount, strategy: Strategy, nproc: int, weights: str) -> ModelStates:
+    """Bytes per rank of weights, gradients and Adam state, the weights and gradients in `weights`' dtype (the
+    trainer's: fp32, whatever its autocast)."""
+    weight = WEIGHT_BYTES[weights]
     return ModelStates(
         parameters=_share(count.total * weight, strategy.shards_parameters, nproc),
         gradients=_share(count.trainable * weight, strategy.shards_gradients, nproc),
-        optimizer_state=_share(count.trainable * adam_bytes(strategy, precision), strategy.shards_optimizer_state,
+        optimizer_state=_share(count.trainable * adam_bytes(strategy, weights), strategy.shards_optimizer_state,
                                nproc),
     )
 
 
-def adam_bytes(strategy: Strategy, precision: str) -> int:
-    return DEEPSPEED_ADAM_BYTES if strategy.engine == "deepspeed" else ADAM_BYTES[precision]
+def adam_bytes(strategy: Strategy, weights: str) -> int:
+    return DEEPSPEED_ADAM_BYTES if strategy.engine == "deepspeed" else ADAM_BYTES[weights]
 
 
 def gradients_at_peak(strategy: Strategy, states: ModelStates, alive: int) -> int:
@@ -87,10 +88,10 @@ def gradients_at_peak(strategy: Strategy, states: ModelStates, alive: int) -> in
     return states.gradients if strategy.engine == "deepspeed" and strategy.shards_parameters else alive
 
 
-def communication(count: ParameterCount, strategy: Strategy, precision: str) -> int:
+def communication(count: ParameterCount, strategy: Strategy, weights: str) -> int:
     """Bytes per rank of the buffers DDP and ZeRO-3 allocate to communicate (the played engines' come
     from the fake step)."""
-    weight = WEIGHT_BYTES[precision]
+    weight = WEIGHT_BYTES[weights]
     if strategy.engine == "ddp":
         return count.trainable * weight
     from portlayer.strategies.zero import (

@@ -1,12 +1,11 @@
 """DeepSpeed's accelerator follows portlayer's active backend.
 
 DeepSpeed chooses an accelerator for itself (`DS_ACCELERATOR`, else probing installed plugins) from its own
-list: cuda, cpu, xpu, npu, mps, hpu, mlu, sdaa, supa, klxpu. `use_active_backend()` makes that choice
-portlayer's:
-- a backend on DeepSpeed's list gets DeepSpeed's own accelerator, named through `DS_ACCELERATOR` before
-  DeepSpeed is imported (its cpu accelerator talks gloo when oneCCL is absent);
-- any other backend (musa) gets `PortlayerAccelerator`, DeepSpeed's accelerator interface answered by
-  portlayer's runtime API and the backend record, installed through DeepSpeed's own `set_accelerator`.
+list. `use_active_backend()` makes that choice portlayer's, from the backend record:
+- a backend whose record names DeepSpeed's own accelerator (`deepspeed_accelerator`) gets it, named through
+  `DS_ACCELERATOR` before DeepSpeed is imported (its cpu accelerator talks gloo when oneCCL is absent);
+- any other backend (musa) gets `PortlayerAccelerator` (portlayer_accelerator.py), DeepSpeed's accelerator
+  interface answered by portlayer's runtime API and the record, installed through DeepSpeed's `set_accelerator`.
 
 Importing this module imports no DeepSpeed; `use_active_backend()` does.
 """
@@ -14,50 +13,48 @@ Importing this module imports no DeepSpeed; `use_active_backend()` does.
 from __future__ import annotations
 
 import contextlib
-import functools
 import os
-
-import torch
 
 import portlayer
 from portlayer.backends import Backend
 from portlayer.errors import PortlayerError
-from portlayer.strategies.deepspeed_devices import DEEPSPEED_ACCELERATORS
 
 # DeepSpeed must be told its accelerator before it is imported, since importing it chooses one.
 _DS_ENV = "DS_ACCELERATOR"
-# What DeepSpeed's own accelerator for a backend reads from the environment on a real host, and who sets it.
-# Without ASCEND_HOME_PATH its npu op builders stop with "KeyError: 'ASCEND_HOME_PATH'".
-REQUIRED_ENV = {"npu": ("ASCEND_HOME_PATH", "CANN's set_env.sh sets it")}
 
 
 def use_active_backend():
     """Import DeepSpeed with its accelerator set to portlayer's active backend; returns that accelerator."""
     backend = portlayer.backend()
-    if backend.name in DEEPSPEED_ACCELERATORS:
-        _check_required_env(backend)
-        os.environ.setdefault(_DS_ENV, backend.name)
-        from deepspeed.accelerator import get_accelerator
-
-        chosen = get_accelerator()
-        if chosen._name != backend.name:
-            raise PortlayerError(
-                f"DeepSpeed chose its {chosen._name} accelerator, but portlayer's backend is {backend.name}: "
-                f"unset {_DS_ENV} or set it to {backend.name}"
-            )
-        return chosen
+    if backend.deepspeed_accelerator is not None:
+        return _deepspeeds_own(backend, backend.deepspeed_accelerator)
     with _importing_deepspeed_as("cpu"):
         from deepspeed.accelerator import set_accelerator
-    accelerator = accelerator_class()(backend)
+
+        from portlayer.strategies.portlayer_accelerator import PortlayerAccelerator
+    accelerator = PortlayerAccelerator(backend)
     set_accelerator(accelerator)
     return accelerator
 
 
-def _check_required_env(backend: Backend) -> None:
-    if backend.name in REQUIRED_ENV:
-        name, source = REQUIRED_ENV[backend.name]
-        if name not in os.environ:
-            raise PortlayerError(f"DeepSpeed's {backend.name} accelerator needs {name} ({source}), which is unset")
+def _deepspeeds_own(backend: Backend, name: str):
+    _check_required_env(backend, name)
+    os.environ.setdefault(_DS_ENV, name)
+    from deepspeed.accelerator import get_accelerator
+
+    chosen = get_accelerator()
+    if chosen._name != name:
+        raise PortlayerError(
+            f"DeepSpeed chose its {chosen._name} accelerator, but portlayer's backend is {backend.name}: "
+            f"unset {_DS_ENV} or set it to {name}"
+        )
+    return chosen
+
+
+def _check_required_env(backend: Backend, name: str) -> None:
+    for variable, source in backend.required_env.items():
+        if variable not in os.environ:
+            raise PortlayerError(f"DeepSpeed's {name} accelerator needs {variable} ({source}), which is unset")
 
 
 @contextlib.contextmanager
@@ -73,264 +70,3 @@ def _importing_deepspeed_as(name: str):
             del os.environ[_DS_ENV]
         else:
             os.environ[_DS_ENV] = saved
-
-
-def _accelerator_base():
-    from deepspeed.accelerator.abstract_accelerator import DeepSpeedAccelerator
-
-    return DeepSpeedAccelerator
-
-
-@functools.cache
-def accelerator_class():
-    """`PortlayerAccelerator`, a subclass of DeepSpeed's abstract accelerator: defined on first use, since
-    importing DeepSpeed (for its base class) must wait until its accelerator is named."""
-
-    class PortlayerAccelerator(_accelerator_base()):
-        """DeepSpeed's accelerator interface over portlayer's API (the calls torch.cuda's names mirror) and the
-        backend record (name, collective, visible-devices variable, dtypes it lacks). No compiled DeepSpeed
-        ops: `create_op_builder` answers None, which DeepSpeed takes as "not on this accelerator"."""
-
-        def __init__(self, backend: Backend):
-            super().__init__()
-            self.backend = backend
-            self._name = backend.name
-            self._communication_backend_name = backend.dist_backend
-            self._compile_backend = "inductor"
-
-        # Execution model: an accelerator runs kernels asynchronously; the cpu does not.
-        def is_synchronized_device(self):
-            return not self.backend.is_accelerator
-
-        def use_host_timers(self):
-            return self.is_synchronized_device()
-
-        def resolves_data_dependency(self):
-            return self.is_synchronized_device()
-
-        def handles_memory_backpressure(self):
-            return self.is_synchronized_device()
-
-        # Devices
-        def device_name(self, device_index=None):
-            return self._name if device_index is None else f"{self._name}:{device_index}"
-
-        def device(self, device_index=None):
-            return torch.device(self._name, device_index)
-
-        def set_device(self, device_index):
-            portlayer.set_device(device_index)
-
-        def current_device(self):
-            return portlayer.current_device()
-
-        def current_device_name(self):
-            return self.device_name(portlayer.current_device())
-
-        def device_count(self):
-            return portlayer.device_count()
-
-        def synchronize(self, device_index=None):
-            return portlayer.synchronize(device_index)
-
-        # Random numbers
-        def random(self):
-            return torch.random
-
-        def set_rng_state(self, new_state, device_index=None):
-            return portlayer.set_rng_state(new_state, *_given(device_index))
-
-        def get_rng_state(self, device_index=None):
-            return portlayer.get_rng_state(*_given(device_index))
-
-        def manual_seed(self, seed):
-            return portlayer.manual_seed(seed)
-
-        def manual_seed_all(self, seed):
-            return portlayer.manual_seed_all(seed)
-
-        def initial_seed(self):
-            return portlayer.initial_seed()
-
-        def default_generator(self, device_index):
-            return portlayer.device_module().default_generators[device_index]
-
-        # Streams and events
-        @property
-        def Stream(self):
-            return portlayer.Stream
-
-        def stream(self, stream):
-            return portlayer.stream(stream)
-
-        def current_stream(self, device_index=None):
-            return portlayer.current_stream(*_given(device_index))
-
-        def default_stream(self, device_index=None):
-            return portlayer.default_stream(*_given(device_index))
-
-        @property
-        def Event(self):
-            return portlayer.Event
-
-        # Memory
-        def empty_cache(self):
-            return portlayer.empty_cache()
-
-        def memory_allocated(self, device_index=None):
-            return portlayer.memory_allocated(*_given(device_index))
-
-        def max_memory_allocated(self, device_index=None):
-            return portlayer.max_memory_allocated(*_given(device_index))
-
-        def reset_max_memory_allocated(self, device_index=None):
-            return portlayer.reset_peak_memory_stats(*_given(device_index))
-
-        def memory_cached(self, device_index=None):
-            return portlayer.memory_reserved(*_given(device_index))
-
-        def max_memory_cached(self, device_index=None):
-            return portlayer.max_memory_reserved(*_given(device_index))
-
-        def reset_max_memory_cached(self, device_index=None):
-            return portlayer.reset_peak_memory_stats(*_given(device_index))
-
-        def memory_stats(self, device_index=None):
-            stats = getattr(portlayer.device_module(), "memory_stats", None)
-            return {} if stats is None else stats(*_given(device_index))
-
-        def reset_peak_memory_stats(self, device_index=None):
-            return portlayer.reset_peak_memory_stats(*_given(device_index))
-
-        def memory_reserved(self, device_index=None):
-            return portlayer.memory_reserved(*_given(device_index))
-
-        def max_memory_reserved(self, device_index=None):
-            return portlayer.max_memory_reserved(*_given(device_index))
-
-        def total_memory(self, device_index=None):
-            return portlayer.get_device_properties(*_given(device_index)).total_memory
-
-        def available_memory(self, device_index=None):
-            return portlayer.mem_get_info(*_given(device_index))[0]
-
-        # Data types: the record names those the device lacks or emulates.
-        def is_bf16_supported(self):
-            return portlayer.is_bf16_supported()
-
-        def is_fp16_supported(self):
-            return "float16" not in self.backend.dtype_risks
-
-        def is_fp64_supported(self):
-            return "float64" not in self.backend.dtype_risks
-
-        def supported_dtypes(self):
-            candidates = (
-                (torch.float32, True),
-                (torch.float16, self.is_fp16_supported()),
-                (torch.bfloat16, self.is_bf16_supported()),
-            )
-            return [dtype for dtype, supported in candidates if supported]
-
-        def is_available(self):
-            return portlayer.is_available()
-
-        # Profiler ranges, lazy initialisation, triton, graphs: features portlayer's API does not carry.
-        def range_push(self, msg, domain=None, category=None):
-            return None
-
-        def range_pop(self, domain=None):
-            return None
-
-        def lazy_call(self, callback):
-            return callback()
-
-        def communication_backend_name(self):
-            return self._communication_backend_name
-
-        def is_triton_supported(self):
-            return False
-
-        def create_graph(self):
-            return None
-
-        def capture_to_graph(self, graph, pool=None, stream=None):
-            return contextlib.nullcontext()
-
-        def replay_graph(self, graph):
-            return None
-
-        # Tensor constructors on this device (DeepSpeed calls them like the legacy torch.cuda.FloatTensor).
-        @property
-        def BFloat16Tensor(self):
-            return self._tensor(torch.bfloat16)
-
-        @property
-        def ByteTensor(self):
-            return self._tensor(torch.uint8)
-
-        @property
-        def DoubleTensor(self):
-            return self._tensor(torch.float64)
-
-        @property
-        def FloatTensor(self):
-            return self._tensor(torch.float32)
-
-        @property
-        def HalfTensor(self):
-            return self._tensor(torch.float16)
-
-        @property
-        def IntTensor(self):
-            return self._tensor(torch.int32)
-
-        @property
-        def LongTensor(self):
-            return self._tensor(torch.int64)
-
-        def _tensor(self, dtype):
-            return functools.partial(torch.tensor, dtype=dtype, device=self._name)
-
-        def on_accelerator(self, tensor):
-            return tensor.device.type == self._name
-
-        # DeepSpeed's compiled ops: none here.
-        def op_builder_dir(self):
-            return None
-
-        def create_op_builder(self, class_name):
-            return None
-
-        def get_op_builder(self, class_name):
-            return None
-
-        def build_extension(self):
-            from torch.utils.cpp_extension import BuildExtension
-
-            return BuildExtension
-
-        # Launcher: the variables it forwards to other nodes, and the one that picks a rank's devices.
-        def export_envs(self):
-            return [self.backend.dist_backend.upper(), self.backend.visible_devices_env.split("_")[0]]
-
-        def visible_devices_envs(self):
-            return [self.backend.visible_devices_env]
-
-        def set_visible_devices_envs(self, current_env, local_accelerator_ids):
-            for name in self.visible_devices_envs():
-                current_env[name] = ",".join(map(str, local_accelerator_ids))
-
-        def get_compile_backend(self):
-            return self._compile_backend
-
-        def set_compile_backend(self, backend):
-            self._compile_backend = backend
-
-    return PortlayerAccelerator
-
-
-def _given(device_index) -> tuple:
-    """portlayer's calls take the device as torch.cuda's do: absent means the current one."""
-    return () if device_index is None else (device_index,)
-

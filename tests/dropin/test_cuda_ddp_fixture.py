@@ -12,6 +12,7 @@ import sys
 import pytest
 
 from tests.example_reference import REPO, STEPS, WORLD_SIZE, reference_losses
+from tests.processes import HUNG_S
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +33,7 @@ def test_trains_under_torchrun_with_gloo_and_matches_plain_torch(dropin_script, 
     result = subprocess.run(
         [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={WORLD_SIZE}",
          str(dropin_script), "--steps", str(STEPS), "--losses_out", str(losses_out)],
-        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300,
+        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=HUNG_S,
     )  # fmt: skip
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-4000:]
     losses = json.loads(losses_out.read_text())

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import portlayer
-from tests.processes import REPO, run_python
+from tests.processes import HUNG_S, REPO, run_python
 
 
 def test_pin_memory_on_the_host_gives_a_copy_as_pinning_does(dropin):
@@ -77,7 +77,7 @@ def test_torchs_warnings_through_the_dropin_name_the_scripts_line(tmp_path):
     )
     env = {"PYTHONPATH": str(REPO), "PORTLAYER_BACKEND": "cpu"}
     result = subprocess.run(
-        [sys.executable, "-W", "always", str(script)], capture_output=True, text=True, env=env, timeout=120
+        [sys.executable, "-W", "always", str(script)], capture_output=True, text=True, env=env, timeout=HUNG_S
     )
     assert result.returncode == 0, result.stderr
     located = [line.split(": ", 1)[0] for line in result.stderr.splitlines() if "Warning: " in line]
@@ -123,7 +123,7 @@ def test_torch_cuda_functions_take_the_scripts_cuda_names_on_the_vendors_device(
         """
     )
     result = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, env=environment("npu"), timeout=120
+        [sys.executable, "-c", code], capture_output=True, text=True, env=environment("npu"), timeout=HUNG_S
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["1", "0"]

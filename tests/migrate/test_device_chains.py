@@ -15,6 +15,7 @@ import sys
 import pytest
 
 from portlayer.migrate.engine import migrate_source
+from tests.processes import HUNG_S
 
 # A GPT training script's auto-detection (nanoGPT-style forks): the cpu unless CUDA, or Apple's mps.
 AUTO_DETECT = '''
@@ -70,7 +71,7 @@ def run_migrated(target: str, env: dict | None) -> dict:
         assert "PL411" not in [d.code for d in result.diagnostics], f"{name}: left whole as if it dispatched"
         migrated[name] = result.code
     ran = subprocess.run([sys.executable, "-c", RUNNER, json.dumps(migrated)], capture_output=True, text=True,
-                         env=env, timeout=300)
+                         env=env, timeout=HUNG_S)
     assert ran.returncode == 0, ran.stderr[-3000:]
     return json.loads(ran.stdout.strip().splitlines()[-1])
 

@@ -20,6 +20,7 @@ from portlayer.findings import Finding, github_line
 from portlayer.migrate.progress import FileProgress
 from portlayer.migrate.walk import shebang_kind
 from tests.migrate_cli.helpers import CUDA_SOURCE, PLAIN_SOURCE, snapshot, write_tree
+from tests.processes import HUNG_S
 
 REPO = Path(__file__).resolve().parents[2]
 SMI_SCRIPT = "#!/bin/bash\nnvidia-smi\n"
@@ -323,7 +324,7 @@ def test_shell_completion_script_comes_from_the_documented_variable(shell, marke
     script = subprocess.run(
         [sys.executable, "-c", "from portlayer.cli import main; main()"],
         env={**os.environ, "_PORTLAYER_COMPLETE": f"{shell}_source"},
-        capture_output=True, text=True, timeout=60,
+        capture_output=True, text=True, timeout=HUNG_S,
     )
 
     assert script.returncode == 0

@@ -12,19 +12,20 @@ from __future__ import annotations
 import json
 import math
 import os
-import signal
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from portlayer.train.process_group import ProcessGroup
+from tests.processes import HUNG_S
+
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "cuda_ddp_train.py"
 STEPS = 6
-TIMEOUT_S = 240
 
 
-def torchrun(script: Path, nproc: int, batch_size: int, losses: Path) -> subprocess.Popen:
+def torchrun(script: Path, nproc: int, batch_size: int, losses: Path) -> ProcessGroup:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PORTLAYER_")}
     env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", OMP_NUM_THREADS="1")
     command = [
@@ -42,26 +43,18 @@ def torchrun(script: Path, nproc: int, batch_size: int, losses: Path) -> subproc
         "--losses_out",
         str(losses),
     ]
-    # A session of its own, so that a rank stuck at exit is ended with the launcher (killpg below).
-    return subprocess.Popen(
-        command,
-        cwd=script.parent,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
+    # A group of its own, so that a rank stuck at exit is ended with the launcher.
+    return ProcessGroup(
+        command, cwd=script.parent, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )
 
 
-def finish(process: subprocess.Popen) -> None:
+def finish(group: ProcessGroup) -> None:
     try:
-        output, _ = process.communicate(timeout=TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        output, _ = process.communicate()
-        pytest.fail(f"torchrun did not finish in {TIMEOUT_S} s:\n{output[-3000:]}")
-    assert process.returncode == 0, output[-3000:]
+        output = group.communicate(HUNG_S)
+    except subprocess.TimeoutExpired as expired:
+        pytest.fail(f"torchrun did not finish in {HUNG_S} s:\n{expired.output[-3000:]}")
+    assert group.process.returncode == 0, output[-3000:]
 
 
 def test_migrated_cuda_ddp_script_trains_on_cpu_like_a_single_process(tmp_path, migrate):
@@ -75,9 +68,10 @@ def test_migrated_cuda_ddp_script_trains_on_cpu_like_a_single_process(tmp_path, 
     assert "torch.cuda." not in migrated and '"nccl"' not in migrated and ".cuda()" not in migrated
 
     ddp, single = tmp_path / "ddp.json", tmp_path / "single.json"
-    runs = [torchrun(script, 2, 4, ddp), torchrun(script, 1, 8, single)]  # side by side: half the wait
-    for process in runs:
-        finish(process)
+    # Side by side: half the wait.
+    with torchrun(script, 2, 4, ddp) as two_ranks, torchrun(script, 1, 8, single) as one_process:
+        finish(two_ranks)
+        finish(one_process)
 
     ddp_losses, single_losses = json.loads(ddp.read_text()), json.loads(single.read_text())
     assert len(ddp_losses) == len(single_losses) == STEPS

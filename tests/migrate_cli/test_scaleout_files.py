@@ -16,6 +16,7 @@ from portlayer.migrate.accelerate_config import migrate_config
 from portlayer.migrate.shell import migrate_shell
 from tests import fake_device
 from tests.migrate_cli.helpers import snapshot, write_tree
+from tests.processes import HUNG_S
 
 # As `accelerate config` writes it on a 2-GPU host (accelerate 1.15), with a user's comment.
 CONFIG = """\
@@ -122,7 +123,7 @@ print(f"{accelerator.distributed_type.value} processes={accelerator.num_processe
 def launch(folder: Path, env: dict) -> list[str]:
     env = {**env, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
     command = [sys.executable, "-m", "accelerate.commands.launch", "--config_file", "config.yaml", "program.py"]
-    done = subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True, timeout=HUNG_S)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     # The ranks share one pipe: a line may run into another's.
     return re.findall(r"[A-Z_]+ processes=\d+ device=\w+;", done.stdout)

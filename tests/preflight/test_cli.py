@@ -35,11 +35,17 @@ def test_tiny_preset_against_the_committed_npu_list(tmp_path):
     # The preset's published per-device batch and sequence, per rank of a DDP job.
     assert report["shape"] == {"model": "gpt2-tiny", "batch_size": 8, "seq_len": 64, "overrides": {},
                                "layers": 2, "precision": "fp32", "strategy": "ddp", "nproc": 1, "lora_r": None,
-                               "gradient_checkpointing": False}
+                               "gradient_checkpointing": False, "weights": "fp32", "parity": False,
+                               "grad_accum": 1}
     memory = report["memory"]
     assert memory["parameters"] == memory["communication"] > 0  # fp32 parameters; one DDP bucket copy of them
     assert memory["total"] == sum(memory[part] for part in ("parameters", "gradients", "optimizer_state",
-                                                            "activations", "communication", "buffers"))
+                                                            "activations", "communication", "buffers",
+                                                            "workspaces"))
+    # --target npu: npu's kernels and allocator, no BLAS workspace counted (none published)
+    device = report["device_memory"]
+    assert (device["target"], device["tool"], memory["workspaces"]) == ("npu", "npu-smi", 0)
+    assert memory["total"] <= device["allocated"] <= device["reserved"] == device["shown"]
 
 
 def test_ops_missing_from_a_kernel_list_fail_with_their_origin(tmp_path):
@@ -68,13 +74,15 @@ def test_a_step_that_does_not_fit_says_by_how_much_and_what_would_fit(tmp_path):
 
     assert result.exit_code == 1, result.output
     report = json.loads(report_path.read_text())
-    total, capacity = report["memory"]["total"], 20 * 2**20
+    # What musa's tool would show is held against the capacity: the allocator's segments and what can be cited
+    # outside them.
+    shown, capacity = report["device_memory"]["shown"], 20 * 2**20
     assert report["device"]["memory"] == capacity and report["device"]["fits"] is False
-    assert f"does not fit, {(total - capacity) / 2**20:.1f} MiB over" in result.output
+    assert f"does not fit, {(shown - capacity) / 2**20:.1f} MiB over" in result.output
     # No musa list here: the ops are recorded, not checked, and the memory answer still comes.
     assert "not checked: no kernel list for musa" in result.output
     options = {s["option"].split("=")[0].split(" ")[0]: s for s in report["device"]["suggestions"]}
-    assert set(options) == {"--override", "--batch-size", "--gradient-checkpointing", "--precision"}
+    assert set(options) == {"--override", "--batch-size", "--gradient-checkpointing", "--precision", "--weights"}
     fitting = [s for s in report["device"]["suggestions"] if s["fits"]]
     assert fitting and all(s["memory"] <= capacity for s in fitting)
     assert "to fit:" in result.output
@@ -93,6 +101,7 @@ def test_named_devices_carry_their_published_memory():
     assert DEVICES["s4000"].memory == 48 * GiB
     assert DEVICES["a100-40gb"].memory == 40 * GiB and DEVICES["a100-80gb"].memory == 80 * GiB
     assert DEVICES["910b"].memory == 64 * GiB
+    assert DEVICES["h200"].memory == 143771 * 2**20 and DEVICES["h200"].capability == (9, 0)
     assert parse_size("48GiB") == 48 * 2**30
     assert parse_size("40 GB") == 40 * 10**9
     assert parse_size("81920MiB") == 80 * 2**30
@@ -113,11 +122,16 @@ def test_named_devices_carry_their_published_memory():
         (["--target", "npu", "--export-kernels", "out.txt"], "needs torch_npu installed"),
         (["--preset", "gpt2-tiny", "--target", "cuda"], "Invalid value for '--target'"),
         (["--preset", "gpt2-tiny", "--target", "npu", "--device", "v100"], "unknown device 'v100'"),
+        (["--preset", "gpt2-tiny", "--target", "npu", "--device", "h200"], "--device h200 runs cuda, not --target npu"),
         (["--preset", "gpt2-tiny", "--target", "npu", "--memory", "48XB"], "expected a size such as 48GiB"),
         (["--preset", "gpt2-tiny", "--target", "npu", "--memory", "1GiB", "--device", "s4000"], "not both"),
         (["--preset", "gpt2-tiny", "--target", "npu", "--override", "layers"], "expected FIELD=VALUE"),
         (["--preset", "gpt2-tiny", "--target", "npu", "--override", "no_such=1"], "has no field 'no_such'"),
         (["--preset", "gpt2-tiny", "--target", "npu", "--output-format", "xml"], "Invalid value for '--output-format'"),
+        (["--preset", "gpt2-published"], "unknown preset 'gpt2-published'"),  # the trainer's gpt2 is published
+        (["--preset", "gpt2-tiny", "--weights", "fp16", "--precision", "bf16"], "computes in one 16-bit type"),
+        (["--preset", "gpt2-tiny", "--grad-accum", "2", "--strategy", "zero2"], "--grad-accum is predicted under"),
+        (["--preset", "gpt2-tiny", "--grad-accum", "0"], "Invalid value for '--grad-accum'"),
     ],
 )
 def test_unusable_input_is_one_line_and_exit_2(args, message, tmp_path, monkeypatch):
@@ -171,12 +185,12 @@ TINY_QWEN = {"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "hidd
 def test_a_config_file_under_zero3_with_lora_in_text_and_json(tmp_path):
     config = tmp_path / "config.json"
     config.write_text(json.dumps(TINY_QWEN))
-    common = ["--config", str(config), "--strategy", "zero3", "--nproc", "4", "--lora-r", "8", "--precision",
+    common = ["--config", str(config), "--strategy", "zero3", "--nproc", "4", "--lora-r", "8", "--weights",
               "bf16", "--seq-len", "64", "--memory", "1GiB"]
     report_path = tmp_path / "report.json"
     text = run(*common, "--report", str(report_path))
     assert text.exit_code == 0, text.output
-    assert "bf16, zero3 on 4 ranks, LoRA r=8), peak in the" in text.output
+    assert "bf16 weights, zero3 on 4 ranks, LoRA r=8), peak in the" in text.output
     assert "not checked: no --target" in text.output
     report = json.loads(report_path.read_text())
     count, memory = report["parameters"], report["memory"]
@@ -209,3 +223,48 @@ def test_the_commands_help_reads_without_torch():
         fake_plugins=False,
     )
     assert result.stdout.split() == ["False"], result.stderr
+
+
+def test_the_trainers_parity_run_and_preflight_describe_the_same_step(tmp_path):
+    from portlayer.train.__main__ import main as trainer
+    from portlayer.train.parity_run import trainer_arguments
+    from portlayer.train.presets import get_preset
+
+    # What `portlayer parity run --preset gpt2-tiny --grad-accum 2` has the trainer run, as its ranks parse it.
+    options = trainer.make_context("trainer", trainer_arguments("gpt2-tiny", None, tmp_path / "run.json",
+                                                                ("--grad-accum", "2"))).params
+    preset = get_preset(options["preset"])
+    report_path = tmp_path / "report.json"
+    result = run("--preset", "gpt2-tiny", "--parity", "--grad-accum", "2", "--report", str(report_path))
+
+    assert result.exit_code == 0, result.output
+    shape = json.loads(report_path.read_text())["shape"]
+    assert (shape["model"], shape["batch_size"], shape["seq_len"]) == (
+        options["preset"], options["per_device_batch"] or preset.per_device_batch, options["seq_len"] or preset.seq_len)
+    for option in ("parity", "grad_accum", "precision", "strategy"):
+        assert shape[option] == options[option], option
+    # No --device: cuda's kernels and allocator, and what nvidia-smi would show, less what cannot be cited.
+    assert "2 micro-batches, parity (eager attention, no dropout)" in result.output
+    assert "on cuda (its kernels and caching allocator):" in result.output
+    assert "    not counted: context: CUDA's context has no published size" in result.output
+
+
+def test_the_device_tools_figure_adds_only_what_has_a_size_and_names_the_rest():
+    # Two ranks on cuda: NCCL's buffers depend on the topology (no figure), CUDA's context has none published.
+    result = run("--preset", "gpt2-tiny", "--nproc", "2")
+    assert result.exit_code == 0, result.output
+    shown = next(line for line in result.output.splitlines() if line.lstrip().startswith("nvidia-smi"))
+    assert shown.endswith(" reserved"), shown
+    assert "    not counted: collective buffers: NCCL's buffers" in result.output
+    assert "    not counted: context: CUDA's context" in result.output
+
+
+def test_the_targets_attention_kernel_is_checked_as_the_sdpa_the_model_called(tmp_path):
+    # On a 910b in bf16 the step runs flash attention, standing for torch_npu's fused kernel: npu is asked
+    # for scaled_dot_product_attention, which it answers itself, not for CUDA's flash kernel.
+    report_path = tmp_path / "report.json"
+    result = run("--preset", "gpt2-tiny", "--device", "910b", "--precision", "bf16", "--report", str(report_path))
+    assert result.exit_code == 0, result.output
+    ops = {op["op"]: op for op in json.loads(report_path.read_text())["ops"]}
+    assert not [name for name in ops if "flash_attention" in name]
+    assert "aten::_scaled_dot_product_flash_attention" in ops["aten::scaled_dot_product_attention"]["recorded_as"]

@@ -19,6 +19,15 @@ def adamw(model):
     return torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=True)
 
 
+def second_step(model, batch, optimizer, **options):
+    """The ops of a real step after the first: the steady state, which the fake step is (the first step
+    also creates the optimizer's state)."""
+    model(**batch).loss.backward()
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    return preflight.record_step(model, batch, optimizer, **options).ops
+
+
 @pytest.mark.parametrize("name", ["gpt2-tiny", "bert-base-uncased-tiny", "mixtral-8x7b-tiny"])
 def test_fake_step_dispatches_exactly_the_ops_of_a_real_cpu_step(name):
     from portlayer.train import presets
@@ -26,7 +35,7 @@ def test_fake_step_dispatches_exactly_the_ops_of_a_real_cpu_step(name):
     preset = presets.get_preset(name)
     batch = presets.example_batch(preset)
     model = presets.build_model(preset, parity=False)
-    real = preflight.record_step(model, batch, adamw(model), clip_grad_norm=1.0).ops
+    real = second_step(model, batch, adamw(model), clip_grad_norm=1.0)
     fake = run_fake_step(lambda: presets.build_model(preset, parity=False), batch, make_optimizer=adamw,
                          measure_memory=False).recording.ops
 
@@ -108,7 +117,7 @@ class Routed(nn.Module):
 def test_routing_runs_on_kept_values_and_differs_from_a_real_step_only_in_one_hot():
     batch = {"ids": torch.arange(24).reshape(2, 12) % 32}
     model = Routed()
-    real = preflight.record_step(model, batch, adamw(model)).ops
+    real = second_step(model, batch, adamw(model))
     fake = run_fake_step(Routed, batch, make_optimizer=adamw, clip_grad_norm=None, measure_memory=False)
     ops = fake.recording.ops
     # The router and every expert ran a linear layer (24 tokens, top-2 of 4: each expert is hit), as in the
@@ -145,3 +154,26 @@ def test_a_branch_on_activation_values_is_a_clear_error():
 
     with pytest.raises(DataDependentError, match="aten::_local_scalar_dense needs the value"):
         run_fake_step(Branchy, {"x": torch.ones(2, 4)}, make_optimizer=adamw)
+
+
+class Wide(nn.Module):
+    """Small weights, large activations: the peak is in the backward, before most gradients exist."""
+
+    def __init__(self):
+        super().__init__()
+        self.first, self.second = nn.Linear(8, 8), nn.Linear(8, 8)
+
+    def forward(self, x, y):
+        return SimpleNamespace(loss=F.mse_loss(self.second(torch.relu(self.first(x))), y))
+
+
+@pytest.mark.parametrize("ddp", [False, True])
+def test_accumulated_gradients_are_alive_in_the_last_micro_batchs_backward(ddp):
+    batch = {"x": torch.ones(50_000, 8), "y": torch.ones(50_000, 8)}
+    one, two = (run_fake_step(Wide, batch, make_optimizer=adamw, ddp=ddp, grad_accum=micro_batches).training
+                for micro_batches in (1, 2))
+    weights = 2 * (8 * 8 + 8) * 4
+    # The second micro-batch's backward peaks where the first's did, with every gradient of the first alive
+    # (and the loss divided by the number of micro-batches, as the trainer scales it: one float32 scalar).
+    assert one.gradients == 0 and two.gradients == weights
+    assert two.total == one.total + weights + 4

@@ -29,20 +29,21 @@ def test_the_peak_snapshot_sums_each_category_over_devices():
     assert fake_step._snapshot(tracker) == {"Parameter": 8, "Gradient": 2, "Total": 10}
 
 
-@pytest.mark.parametrize(
-    ("after_forward", "after_backward", "phase"),
-    [
-        ({"Total": 100, "Activation": 60, "Parameter": 40}, {"Total": 50, "Parameter": 40}, "forward"),
-        ({"Total": 50, "Parameter": 40}, {"Total": 100, "Gradient": 60, "Parameter": 40}, "backward"),
-        ({"Total": 0}, {}, "forward"),  # a snapshot without a total counts as 0, not more
-        ({}, {"Total": 1}, "backward"),
-        ({}, {}, "forward"),  # neither holds more: the forward's, as in a tie
-    ],
-)
-def test_the_training_peak_is_in_the_phase_that_holds_more(after_forward, after_backward, phase):
-    memory, optimizing = fake_step._steady_state(after_forward, after_backward, {}, state=0, ddp_buckets=0)
+@pytest.mark.parametrize("phase", ["forward", "backward"])
+def test_the_training_peak_is_in_the_phase_the_tracker_was_in_at_its_peak(phase):
+    memory, optimizing = fake_step._steady_state({"Total": 100}, phase, {}, state=0, ddp_buckets=0)
     assert optimizing is None  # no optimizer phase above the backward's peak: the training peak is the step's
     assert memory.phase == phase
+
+
+def test_the_ledger_remembers_the_phase_of_the_last_peak():
+    from portlayer.preflight.engines import Ledger
+
+    ledger = Ledger()
+    ledger.phase = "backward"
+    ledger.peak_recorded()
+    ledger.phase = "optimizer"
+    assert ledger.phase_at_peak == "backward"
 
 
 def test_a_category_keyed_by_an_enum_is_keyed_by_its_name():
@@ -100,40 +101,39 @@ def test_a_memory_totals_its_parts():
                                 "communication": 33, "buffers": 7, "total": 72, "phase": "optimizer"}
 
 
-def test_the_training_peak_holds_the_state_and_what_the_backward_filed_as_optimizer_state():
-    after_backward = {"Total": 300, "Parameter": 100, "Optstate": 7}
-    memory, _ = fake_step._steady_state({"Total": 200}, after_backward, {}, state=50, ddp_buckets=3)
+def test_the_training_peak_holds_the_state_the_optimizer_had_from_the_start():
+    # The fake step creates the optimizer's state before the step (the steady state): the peak's snapshot has it.
+    after_backward = {"Total": 300, "Parameter": 100, "Optstate": 57}
+    memory, _ = fake_step._steady_state(after_backward, "backward", {}, state=57, ddp_buckets=3)
     assert (memory.optimizer_state, memory.parameters, memory.communication) == (57, 100, 3)
-    memory, _ = fake_step._steady_state({"Total": 200}, {"Total": 300}, {}, state=50, ddp_buckets=0)
-    assert memory.optimizer_state == 50
 
 
 def test_an_optimizer_phase_above_the_backward_peak_is_its_own_peak():
     # The optimizer step's own optimizer-state figure beyond the state that stays is its temporaries.
-    after_backward = {"Total": 300, "Parameter": 100}
+    after_backward = {"Total": 300, "Parameter": 100, "Optstate": 150}
     at_end = {"Total": 400, "Parameter": 100, "Optstate": 180, "Temp": 20}
-    training, optimizing = fake_step._steady_state({"Total": 200}, after_backward, at_end, state=150, ddp_buckets=0)
+    training, optimizing = fake_step._steady_state(after_backward, "backward", at_end, state=150, ddp_buckets=0)
     assert training.phase == "backward"
     assert optimizing == fake_step.Memory(parameters=100, gradients=0, optimizer_state=150, activations=20 + 30,
                                           communication=0, buffers=0, phase="optimizer")
     # No temporaries filed as such: the optimizer's own are all there is.
-    _, optimizing = fake_step._steady_state({"Total": 200}, after_backward, {"Total": 400, "Optstate": 180},
+    _, optimizing = fake_step._steady_state(after_backward, "backward", {"Total": 400, "Optstate": 180},
                                             state=150, ddp_buckets=0)
     assert optimizing.activations == 30
     # An optimizer without state (plain SGD) files nothing under optimizer state.
-    _, optimizing = fake_step._steady_state({"Total": 200}, after_backward, {"Total": 400, "Temp": 20}, state=0,
+    _, optimizing = fake_step._steady_state({"Total": 300}, "backward", {"Total": 400, "Temp": 20}, state=0,
                                             ddp_buckets=0)
     assert optimizing.activations == 20
 
 
 def test_an_optimizer_phase_above_a_backward_snapshot_without_a_total_is_a_peak():
-    _, optimizing = fake_step._steady_state({}, {}, {"Total": 1}, state=0, ddp_buckets=0)
+    _, optimizing = fake_step._steady_state({}, "forward", {"Total": 1}, state=0, ddp_buckets=0)
     assert optimizing is not None and optimizing.phase == "optimizer"
 
 
 @pytest.mark.parametrize("at_end_total", [300, 299, 0])
 def test_an_optimizer_phase_no_higher_than_the_backward_is_not_a_peak(at_end_total):
     after_backward = {"Total": 300, "Parameter": 100}
-    _, optimizing = fake_step._steady_state({"Total": 200}, after_backward, {"Total": at_end_total}, state=0,
+    _, optimizing = fake_step._steady_state(after_backward, "backward", {"Total": at_end_total}, state=0,
                                             ddp_buckets=0)
     assert optimizing is None

@@ -16,6 +16,7 @@ from torch import nn
 
 from portlayer import preflight
 from portlayer.preflight.kernels import KernelSource, is_composite
+from tests.processes import HUNG_S
 
 REPO = Path(__file__).resolve().parents[2]
 # Ops the fake plugin leaves out: one from the forward, one only the backward dispatches.
@@ -129,7 +130,7 @@ def test_fake_npu_plugin_dispatcher_reports_exactly_the_ops_left_out(tmp_path):
     exported = tmp_path / "npu-kernels.txt"
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     result = subprocess.run([sys.executable, __file__, str(exported)], capture_output=True, text=True,
-                            env=env, cwd=tmp_path, timeout=120)
+                            env=env, cwd=tmp_path, timeout=HUNG_S)
     assert result.returncode == 0, result.stderr
     answer = json.loads(result.stdout.splitlines()[-1])
 

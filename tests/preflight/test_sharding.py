@@ -62,7 +62,7 @@ TINY_LLAMA = {
 
 @pytest.mark.parametrize("training", [
     Training(precision="fp32"),
-    Training(precision="bf16", strategy="zero3", nproc=2, lora_r=4, gradient_checkpointing=True),
+    Training(precision="bf16", strategy="zero3", nproc=2, lora_r=4, gradient_checkpointing=True, weights="bf16"),
     Training(precision="fp32", strategy="zero2", nproc=2),  # DeepSpeed's bucket played
     Training(precision="bf16", strategy="fsdp2", nproc=2, gradient_checkpointing=True),  # FSDP2's gathers played
 ])  # fmt: skip
@@ -78,9 +78,10 @@ def test_the_step_scaled_from_one_and_two_layers_is_the_whole_step(tmp_path, tra
             assert getattr(one, phase) is getattr(two, phase) is None
             continue
         for field in ("activations", "gradients", "buffers", "communication"):
-            scaled = per_rank._scaled(getattr(one, phase), getattr(two, phase), 4, field, first)
+            scaled = per_rank._scaled([getattr(getattr(one, phase), field), getattr(getattr(two, phase), field)],
+                                     [first, first + 1], 4)
             assert scaled == pytest.approx(getattr(getattr(whole, phase), field), rel=0.01), (phase, field)
     # The parameters are counted whole on the meta device: exact, whatever the scaling.
     prediction = per_rank.predict(source, training)
     assert prediction.layers_run == first + 1
-    assert prediction.count.total * sharding.WEIGHT_BYTES[training.precision] == whole.training.parameters
+    assert prediction.count.total * sharding.WEIGHT_BYTES[training.weights] == whole.training.parameters

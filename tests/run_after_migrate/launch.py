@@ -14,7 +14,6 @@ import json
 import math
 import os
 import re
-import signal
 import subprocess
 import sys
 from collections.abc import Callable
@@ -24,7 +23,9 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from portlayer.cli import cli
+from portlayer.train.process_group import ProcessGroup
 from tests import fake_device
+from tests.processes import HUNG_S
 
 PROGRAMS = Path(__file__).resolve().parent / "programs"
 # Public training programs, stored as published (each folder's SOURCE.txt names the repository, commit, path
@@ -32,7 +33,6 @@ PROGRAMS = Path(__file__).resolve().parent / "programs"
 PUBLIC = Path(__file__).resolve().parent / "public"
 # The stand-in device writes what each process allocated to this file (tests/fake_plugins/fake_vendor/memory_log.py).
 MEMORY_LOG_ENV = "FAKE_DEVICE_MEMORY_LOG"
-TIMEOUT_S = 300
 
 # `loss 0.123`, `loss: 0.123`, `valid loss 2.733`, and the HF Trainer's `{'loss': '2.443', …}`.
 _LOSS = re.compile(r"""\bloss['"]?\s*[:=]?\s*['"]?(-?\d+(?:\.\d+)?(?:e-?\d+)?)""")
@@ -126,10 +126,10 @@ def environment(target: Target) -> dict:
 
 @dataclass
 class Running:
-    """A started run: its process, and where the stand-in device logs what each process allocated (None
+    """A started run: its processes, and where the stand-in device logs what each process allocated (None
     for targets that run on the host cpu)."""
 
-    process: subprocess.Popen
+    group: ProcessGroup
     nproc: int | None
     memory_log: Path | None
 
@@ -144,30 +144,28 @@ def start(script: Path, args: list[str], target: Target, nproc: int | None) -> R
         memory_log = script.parent / "device-memory.jsonl"
         memory_log.unlink(missing_ok=True)
         env[MEMORY_LOG_ENV] = str(memory_log)
-    # A session of its own, so that a rank stuck at exit is ended with its launcher (killpg below).
-    process = subprocess.Popen(
+    # A group of its own, so that a rank stuck at exit is ended with its launcher.
+    group = ProcessGroup(
         [sys.executable, *launcher, str(script), *args],
         cwd=script.parent,
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
-        start_new_session=True,
     )
-    return Running(process, nproc, memory_log)
+    return Running(group, nproc, memory_log)
 
 
 def finish(running: Running, what: str) -> str:
     """Wait for the run; it must exit 0 and, on the stand-in device, must have trained there. Returns
     everything it printed."""
-    process = running.process
-    try:
-        output, _ = process.communicate(timeout=TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        output, _ = process.communicate()
-        raise AssertionError(f"{what} did not finish in {TIMEOUT_S} s:\n{output[-4000:]}") from None
-    assert process.returncode == 0, f"{what} exited {process.returncode}:\n{output[-4000:]}"
+    with running.group as group:
+        try:
+            output = group.communicate(HUNG_S)
+        except subprocess.TimeoutExpired as expired:
+            raise AssertionError(f"{what} did not finish in {HUNG_S} s:\n{expired.output[-4000:]}") from None
+    status = group.process.returncode
+    assert status == 0, f"{what} exited {status}:\n{output[-4000:]}"
     if running.memory_log is not None:
         assert_allocated_on_the_device(device_memory(running), what, running.nproc)
     return output
@@ -181,7 +179,7 @@ def device_memory(running: Running) -> dict[str, int]:
     lines = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
     if running.nproc is None:
         # Only the program's own process: not the workers of a data loader, say, that load the plugin too.
-        own = [sum(line["peak_bytes"]) for line in lines if line["pid"] == running.process.pid]
+        own = [sum(line["peak_bytes"]) for line in lines if line["pid"] == running.group.process.pid]
         return {"main": own[0]} if own else {}
     # Under torchrun the launcher (no RANK) may load the plugin too; only the ranks train.
     return {line["rank"]: sum(line["peak_bytes"]) for line in lines if line["rank"] is not None}

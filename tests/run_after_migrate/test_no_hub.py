@@ -7,6 +7,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
+from tests.processes import HUNG_S
 from tests.run_after_migrate.launch import TARGETS, environment
 
 # What a run's loaders consult before any download, and what an attempt to reach the hub meets. No model or
@@ -28,7 +29,7 @@ except OSError:
 def test_no_run_reaches_the_hub(tmp_path):
     host = next(target for target in TARGETS if target.name == "neutral")
     run = subprocess.run(
-        [sys.executable, "-c", PROBE], cwd=tmp_path, env=environment(host), capture_output=True, text=True, timeout=120
+        [sys.executable, "-c", PROBE], cwd=tmp_path, env=environment(host), capture_output=True, text=True, timeout=HUNG_S
     )
     assert run.returncode == 0, run.stderr[-2000:]
     assert run.stdout.split() == ["True", "True", "True", "refused", "127.0.0.1:9"]

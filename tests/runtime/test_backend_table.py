@@ -89,6 +89,25 @@ def test_each_vendors_counterpart_of_nvidia_smi():
     }
 
 
+def test_deepspeeds_own_accelerator_for_each_backend():
+    # DeepSpeed 0.19.8 accelerator/real_accelerator.py (SUPPORTED_ACCELERATOR_LIST): every backend but musa;
+    # tests/strategies check the list against the installed DeepSpeed's.
+    named = {backend.name: backend.deepspeed_accelerator for backend in IN_TREE}
+    assert named == {name: (None if name == "musa" else name) for name in EXPECTED}
+
+
+def test_the_variables_a_vendor_stack_reads_from_its_host():
+    # DeepSpeed's npu op builders (op_builder/npu/builder.py) read ASCEND_HOME_PATH, which CANN's set_env.sh sets.
+    assert {name: dict(BY_NAME[name].required_env) for name in EXPECTED if BY_NAME[name].required_env} == {
+        "npu": {"ASCEND_HOME_PATH": "CANN's set_env.sh sets it"}
+    }
+
+
+def test_a_launcher_forwards_the_collectives_and_the_runtimes_variables_where_deepspeed_has_no_accelerator():
+    # MCCL_* (the collective's NCCL-like settings) and MUSA_* (the runtime's), as DeepSpeed forwards NCCL_* on cuda.
+    assert BY_NAME["musa"].launcher_env_prefixes == ("MCCL", "MUSA")
+
+
 def test_a_plugin_named_by_a_dotted_module_whose_package_is_missing_is_reported_not_installed():
     # find_spec("habana_frameworks.torch") raises when habana_frameworks itself is missing.
     with pytest.raises(PortlayerError) as error:

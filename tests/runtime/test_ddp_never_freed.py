@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.processes import HUNG_S
+
 REPO = Path(__file__).resolve().parents[2]
 PROGRAM = Path(__file__).with_name("programs") / "ddp_never_freed.py"
 
@@ -20,7 +22,7 @@ def torchrun(way: str) -> subprocess.CompletedProcess:
     env.update(PYTHONPATH=str(REPO), OMP_NUM_THREADS="1")
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
     return subprocess.run(
-        [*command, str(PROGRAM), way], capture_output=True, text=True, env=env, cwd=REPO, timeout=240
+        [*command, str(PROGRAM), way], capture_output=True, text=True, env=env, cwd=REPO, timeout=HUNG_S
     )
 
 

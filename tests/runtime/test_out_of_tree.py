@@ -9,49 +9,8 @@ import pytest
 
 from portlayer.backends import IN_TREE, Backend, VendorApi, out_of_tree, probe_order
 from portlayer.errors import PortlayerError
-from tests.fake_device import FAKE_PLUGINS
+from tests.fake_backend import fake_plugin, install_gcu, package
 from tests.processes import REPO, run_python
-
-# A record as an out-of-tree distribution would ship it, with a fake plugin that registers "gcu".
-RECORD = """
-from portlayer.backends.base import Backend, VendorApi
-
-BACKEND = Backend(
-    name="gcu",
-    dist_backend="eccl",
-    visible_devices_env="TOPS_VISIBLE_DEVICES",
-    vendor_module="torch_gcu",
-    collective_module="torch_gcu.distributed",
-    dtype_risks={"float64": "no float64 units"},
-    vendor_api=VendorApi(),
-)
-"""
-
-
-def _package(root, dotted: str, text: str = ""):
-    """The package `dotted` ("a.b": `root/a/__init__.py`, `root/a/b/__init__.py`), its own `__init__` holding `text`."""
-    parts = dotted.split(".")
-    for depth in range(1, len(parts) + 1):
-        folder = root.joinpath(*parts[:depth])
-        folder.mkdir(exist_ok=True)
-        (folder / "__init__.py").touch()
-    (folder / "__init__.py").write_text(text)
-
-
-def _fake_plugin(root, module: str, device: str, collective: str, visible_env: str) -> None:
-    """A plugin `module` registering `device` like a real one (the stand-in device of tests/fake_plugins, 8
-    devices); only it (not the stand-in torch_npu) is importable. Its tests ask for `stand_in_device`, so
-    that the device is compiled before the plugin's process starts."""
-    _package(
-        root,
-        module,
-        f"import os, sys\nsys.path.append({str(FAKE_PLUGINS)!r})\n"
-        f"os.environ.setdefault('FAKE_{device.upper()}_DEVICE_COUNT', '8')\n"
-        "from fake_vendor import install\nfrom fake_vendor.device_module import Vendor\n"
-        f"install(sys.modules[__name__], Vendor({device!r}, 'fake', total_memory=2**30, capability=(0, 0)),\n"
-        f"        collective={collective!r}, visible_env={visible_env!r})\n",
-    )
-
 
 # Gaudi's device type is torch's own `hpu` (its own dispatch key), which the PrivateUse1 stand-in cannot take
 # over: this plugin only registers a device module with two devices and the collective, as
@@ -69,14 +28,7 @@ dist.Backend.register_backend("hccl", lambda *args, **kwargs: None, devices=["hp
 @pytest.fixture
 def installed_gcu(tmp_path, stand_in_device):
     """A directory holding an installed distribution `portlayer-gcu` (its dist-info with the entry point)."""
-    info = tmp_path / "portlayer_gcu-0.1.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: portlayer-gcu\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text("[portlayer.backends]\ngcu = portlayer_gcu:BACKEND\n")
-    (tmp_path / "portlayer_gcu.py").write_text(RECORD)
-    _fake_plugin(tmp_path, "torch_gcu", "gcu", "eccl", "TOPS_VISIBLE_DEVICES")
-    _package(tmp_path, "torch_gcu.distributed")
-    return tmp_path
+    return install_gcu(tmp_path)
 
 
 def _run(code: str, *paths, env=None) -> dict:
@@ -159,7 +111,7 @@ def test_import_portlayer_scans_no_entry_points_until_a_backend_is_selected(inst
 
 
 def test_a_new_in_tree_record_is_selected_through_its_plugin(tmp_path, stand_in_device):
-    _fake_plugin(tmp_path, "torch_sdaa", "sdaa", "tccl", "SDAA_VISIBLE_DEVICES")
+    fake_plugin(tmp_path, "torch_sdaa", "sdaa", "tccl", "SDAA_VISIBLE_DEVICES")
     seen = _run(
         """
         import json, os, portlayer
@@ -172,8 +124,8 @@ def test_a_new_in_tree_record_is_selected_through_its_plugin(tmp_path, stand_in_
 
 
 def test_gaudi_is_selected_through_its_dotted_plugin_and_imports_its_collective_module(tmp_path):
-    _package(tmp_path, "habana_frameworks.torch", GAUDI_PLUGIN)
-    _package(tmp_path, "habana_frameworks.torch.distributed.hccl")
+    package(tmp_path, "habana_frameworks.torch", GAUDI_PLUGIN)
+    package(tmp_path, "habana_frameworks.torch.distributed.hccl")
     seen = _run(
         """
         import json, os, sys, portlayer

@@ -18,6 +18,7 @@ import pytest
 
 from portlayer.migrate.engine import migrate_source
 from tests.example_reference import REPO
+from tests.processes import HUNG_S
 
 CUDA_PROGRAM = """\
 import torch
@@ -56,7 +57,7 @@ def migrated(tmp_path_factory):
 def run(program, env) -> tuple[str, dict]:
     result = subprocess.run(
         [sys.executable, "-c", RUN_AND_COUNT, str(program)],
-        capture_output=True, text=True, env=env, cwd=REPO, timeout=180,
+        capture_output=True, text=True, env=env, cwd=REPO, timeout=HUNG_S,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     trained_on, counted = result.stdout.strip().splitlines()[-2:]

@@ -15,6 +15,7 @@ import pytest
 
 from tests.example_reference import REPO
 from tests.fake_device import VENDORS, environment
+from tests.processes import HUNG_S
 
 CHECKS = r"""
 import io, json, sys, time
@@ -123,7 +124,7 @@ print(json.dumps(out))
 def run_checks(vendor: str, env: dict | None = None) -> dict:
     result = subprocess.run(
         [sys.executable, "-c", CHECKS, vendor],
-        capture_output=True, text=True, env={**environment(vendor), **(env or {})}, cwd=REPO, timeout=180,
+        capture_output=True, text=True, env={**environment(vendor), **(env or {})}, cwd=REPO, timeout=HUNG_S,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-4000:]
     return json.loads(result.stdout.strip().splitlines()[-1])
@@ -205,14 +206,14 @@ def test_an_lstm_trains_through_the_fused_cell_as_on_the_cpu(device):
 
 @pytest.mark.parametrize("vendor", sorted(VENDORS))
 def test_the_visible_devices_variable_narrows_the_devices_as_on_the_vendor(vendor, stand_in_device):
-    visible = VENDORS[vendor][2]
+    visible = VENDORS[vendor].visible_devices_env
     code = (
         "import json, sys, torch; plugin = __import__(f'torch_{sys.argv[1]}'); m = getattr(torch, sys.argv[1]);"
         "print(json.dumps([m.device_count(), str(torch.ones(1, device=sys.argv[1]).device)]))"
     )
     result = subprocess.run(
         [sys.executable, "-c", code, vendor],
-        capture_output=True, text=True, env={**environment(vendor), visible: "1"}, cwd=REPO, timeout=120,
+        capture_output=True, text=True, env={**environment(vendor), visible: "1"}, cwd=REPO, timeout=HUNG_S,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-2000:]
     assert json.loads(result.stdout.strip().splitlines()[-1]) == [1, f"{vendor}:0"]
@@ -221,7 +222,7 @@ def test_the_visible_devices_variable_narrows_the_devices_as_on_the_vendor(vendo
 def test_doctor_on_the_stand_in_npu_reports_the_vendor_devices_hccl_and_a_passing_check(stand_in_device):
     result = subprocess.run(
         [sys.executable, "-m", "portlayer", "doctor"],
-        capture_output=True, text=True, env=environment("npu"), cwd=REPO, timeout=120,
+        capture_output=True, text=True, env=environment("npu"), cwd=REPO, timeout=HUNG_S,
     )  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr
     lines = {line[:13].strip(): line[13:] for line in result.stdout.splitlines()}

@@ -17,6 +17,7 @@ import subprocess
 import sys
 
 from tests.example_reference import REPO
+from tests.processes import HUNG_S
 
 CHILDREN = 8
 
@@ -42,7 +43,7 @@ print(json.dumps(statuses))
 def test_processes_exit_cleanly_right_after_their_first_backward_on_the_device(stand_in_device):
     result = subprocess.run(
         [sys.executable, "-c", FIRST_BACKWARD_THEN_EXIT, str(CHILDREN)],
-        capture_output=True, text=True, env=stand_in_device("npu"), cwd=REPO, timeout=300,
+        capture_output=True, text=True, env=stand_in_device("npu"), cwd=REPO, timeout=HUNG_S,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-2000:]
     # -6: SIGABRT, from std::terminate.

@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.processes import HUNG_S
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -14,7 +16,7 @@ def test_a_run_of_migrate_tests_compiles_no_stand_in_device(tmp_path):
     result = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", "-p", "no:xdist", "-p", "no:cacheprovider",
          "tests/migrate/test_import_placement.py"],
-        capture_output=True, text=True, cwd=REPO, timeout=300,
+        capture_output=True, text=True, cwd=REPO, timeout=HUNG_S,
         env={**os.environ, "FAKE_DEVICE_CACHE": str(cache)},
     )  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr

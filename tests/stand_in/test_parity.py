@@ -14,15 +14,16 @@ import pytest
 from portlayer.train import runfile
 from tests.example_reference import REPO
 from tests.fake_device import environment
+from tests.processes import HUNG_S
 
 BASELINE = runfile.BASELINES / "gpt2-tiny.cpu-cpu.json"
 ROUNDING = 1e-6
 
 
-def portlayer(vendor, *args, timeout=600):
+def portlayer(vendor, *args):
     return subprocess.run(
         [sys.executable, "-m", "portlayer", *map(str, args)],
-        capture_output=True, text=True, env=environment(vendor), cwd=REPO, timeout=timeout,
+        capture_output=True, text=True, env=environment(vendor), cwd=REPO, timeout=HUNG_S,
     )  # fmt: skip
 
 

@@ -7,19 +7,23 @@ DeepSpeed's accelerator interface: deepspeed/accelerator/abstract_accelerator.py
 (deepspeedai/DeepSpeed v0.19.8, the version constraints.txt pins).
 """
 
+import os
 import subprocess
 import sys
 
 import pytest
 
+from portlayer.backends import IN_TREE
 from tests.example_reference import REPO
+from tests.fake_backend import install_gcu
 from tests.fake_device import environment
-from tests.processes import fresh_process_json, run_python
+from tests.processes import HUNG_S, fresh_process_json, run_python
 
 ON_MUSA = r"""
 import json, os, torch, portlayer
-from portlayer.strategies.deepspeed_accelerator import accelerator_class, use_active_backend
+from portlayer.strategies.deepspeed_accelerator import use_active_backend
 accelerator = use_active_backend()
+from portlayer.strategies.portlayer_accelerator import PortlayerAccelerator
 from deepspeed.accelerator import get_accelerator
 assert get_accelerator() is accelerator
 portlayer.set_device(1)
@@ -40,7 +44,7 @@ print(json.dumps({
     "ds_env_after": os.environ.get("DS_ACCELERATOR"),
     "allocated_0": accelerator.memory_allocated(0),
     "free_and_total": [accelerator.available_memory(1), accelerator.total_memory(1)], "info": portlayer.mem_get_info(1),
-    "one_class": accelerator_class() is type(accelerator),
+    "one_class": type(accelerator) is PortlayerAccelerator,
     "portlayers_stream_and_event": accelerator.Stream is portlayer.Stream and accelerator.Event is portlayer.Event,
     "constructed": {name: str(getattr(accelerator, name)([1]).dtype) for name in (
         "BFloat16Tensor", "ByteTensor", "DoubleTensor", "FloatTensor", "HalfTensor", "IntTensor", "LongTensor")},
@@ -62,7 +66,7 @@ print(json.dumps(sorted(real_accelerator.SUPPORTED_ACCELERATOR_LIST)))
 
 
 def test_musa_gets_portlayers_accelerator_answering_for_the_stand_in_device(stand_in_device):
-    seen = fresh_process_json(ON_MUSA, env=environment("musa"), timeout=300)
+    seen = fresh_process_json(ON_MUSA, env=environment("musa"))
     assert seen["class"] == "PortlayerAccelerator"
     assert (seen["name"], seen["named"], seen["current"]) == ("musa", "musa:1", "musa:1")
     assert seen["collective"] == "mccl"  # the backend record's, what init_process_group needs there
@@ -93,7 +97,7 @@ def test_musa_gets_portlayers_accelerator_answering_for_the_stand_in_device(stan
 
 
 def test_the_cpu_gets_deepspeeds_own_accelerator_over_gloo_without_oneccl():
-    seen = fresh_process_json(ON_CPU, env={"PORTLAYER_BACKEND": "cpu"}, timeout=300, fake_plugins=False)
+    seen = fresh_process_json(ON_CPU, env={"PORTLAYER_BACKEND": "cpu"}, fake_plugins=False)
     assert seen == {"class": "CPU_Accelerator", "collective": "gloo"}
 
 
@@ -101,7 +105,7 @@ def test_the_cpu_gets_deepspeeds_own_accelerator_over_gloo_without_oneccl():
 def test_deepspeed_told_another_accelerator_than_portlayers_backend_is_refused(stand_in_device, backend, told):
     # DS_ACCELERATOR set by hand wins over portlayer's choice (setdefault): the run stops before two devices mix.
     env = {**environment("npu"), "PORTLAYER_BACKEND": backend, "DS_ACCELERATOR": told}
-    result = run_python(ON_CPU, env=env, timeout=300)
+    result = run_python(ON_CPU, env=env)
     assert result.returncode != 0
     assert result.stderr.strip().splitlines()[-1].endswith(
         f"DeepSpeed chose its {told} accelerator, but portlayer's backend is {backend}: "
@@ -109,17 +113,49 @@ def test_deepspeed_told_another_accelerator_than_portlayers_backend_is_refused(s
     )
 
 
-def test_the_list_portlayer_keeps_is_deepspeeds():
-    from portlayer.strategies.deepspeed_accelerator import DEEPSPEED_ACCELERATORS
+def test_the_records_name_deepspeeds_accelerators_as_deepspeed_lists_them():
+    deepspeeds = set(fresh_process_json(SUPPORTED, fake_plugins=False))
+    named = {backend.name: backend.deepspeed_accelerator for backend in IN_TREE}
+    # Each backend DeepSpeed has an accelerator for names it, by DeepSpeed's name; the others name none.
+    assert named == {name: name if name in deepspeeds else None for name in named}
+    assert named["musa"] is None
+    # DeepSpeed's list has devices portlayer has no record for (Kunlun's klxpu), none the other way round.
+    assert deepspeeds - set(named) == {"klxpu"}
 
-    assert set(fresh_process_json(SUPPORTED, timeout=300, fake_plugins=False)) == DEEPSPEED_ACCELERATORS
-    assert "musa" not in DEEPSPEED_ACCELERATORS
+
+ON_GCU = r"""
+import json, torch, portlayer
+from portlayer.strategies.deepspeed_accelerator import use_active_backend
+accelerator = use_active_backend()
+from deepspeed.accelerator import get_accelerator
+launcher_env = {}
+accelerator.set_visible_devices_envs(launcher_env, [2, 3])
+held = accelerator.FloatTensor([1.0])
+print(json.dumps({
+    "class": type(accelerator).__name__, "deepspeeds": get_accelerator() is accelerator,
+    "name": accelerator.device_name(1), "collective": accelerator.communication_backend_name(),
+    "exported": accelerator.export_envs(), "launcher": launcher_env, "tensor": held.device.type,
+    "count": accelerator.device_count(), "fp64": accelerator.is_fp64_supported(),
+    "fp16": accelerator.is_fp16_supported(),
+}))
+"""
+
+
+def test_a_new_backend_record_is_all_deepspeeds_accelerator_needs(tmp_path, stand_in_device):
+    # The out-of-tree gcu (tests/fake_backend.py): a record and a plugin, nothing in portlayer's code names it.
+    root = install_gcu(tmp_path)
+    seen = fresh_process_json(ON_GCU, env={"PYTHONPATH": os.pathsep.join([str(REPO), str(root)])}, fake_plugins=False)
+    assert seen == {
+        "class": "PortlayerAccelerator", "deepspeeds": True, "name": "gcu:1", "collective": "eccl",
+        "exported": ["ECCL", "TOPS"], "launcher": {"TOPS_VISIBLE_DEVICES": "2,3"}, "tensor": "gcu",
+        "count": 8, "fp64": False, "fp16": True,
+    }  # fmt: skip
 
 
 def test_deepspeed_refuses_musa_by_name(stand_in_device):
     """Why portlayer supplies one: DeepSpeed stops at import when told DS_ACCELERATOR=musa (docs/strategies.md)."""
     env = {**environment("musa"), "DS_ACCELERATOR": "musa"}
-    result = run_python("import deepspeed", env=env, timeout=300)
+    result = run_python("import deepspeed", env=env)
     assert result.returncode != 0
     assert "ValueError: DS_ACCELERATOR must be one of ['cuda', 'cpu', 'xpu', 'npu'" in result.stderr
 
@@ -127,7 +163,7 @@ def test_deepspeed_refuses_musa_by_name(stand_in_device):
 def without_cann(code: str, env: dict) -> subprocess.CompletedProcess:
     """`code` in an environment with ASCEND_HOME_PATH removed, which run_python cannot do (it only adds)."""
     return subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=REPO, timeout=300
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=REPO, timeout=HUNG_S
     )
 
 

@@ -18,6 +18,7 @@ from portlayer.train.presets import (
     read_override_file,
     zero_dropout,
 )
+from tests.processes import HUNG_S
 
 
 def test_every_contract_preset_exists_with_its_task():
@@ -183,7 +184,7 @@ def test_parity_mode_refuses_tf32_in_one_line():
         [sys.executable, "-m", "portlayer.train", "--preset", "gpt2-tiny", "--steps", "1", "--parity", "--tf32"],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=HUNG_S,
         env={**os.environ, "HF_HUB_OFFLINE": "1"},
     )
     assert result.returncode == 1
@@ -195,7 +196,7 @@ def test_steps_past_the_schedule_are_refused_in_one_line():
         [sys.executable, "-m", "portlayer.train", "--preset", "gpt2-tiny", "--steps", "12", "--schedule-steps", "10"],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=HUNG_S,
         env={**os.environ, "HF_HUB_OFFLINE": "1"},
     )
     assert result.returncode == 1

@@ -15,6 +15,7 @@ from click.testing import CliRunner
 
 from portlayer.train import runfile
 from portlayer.train.parity_run import run
+from tests.processes import HUNG_S
 from tests.trainer.helpers import RTOL, baseline, free_port, max_relative_difference
 
 # Where each strategy keeps its model and optimizer state inside a checkpoint folder.
@@ -68,7 +69,7 @@ def test_the_deepspeed_launcher_runs_the_trainer(tmp_path):
     trainer = ["--module", "portlayer.train", "--preset", "gpt2-tiny", "--parity", "--steps", "30"]
     result = subprocess.run(
         [*map(str, launcher), *trainer, "--strategy", "zero1", "--out", str(out), "--quiet"],
-        capture_output=True, text=True, timeout=900, env={**os.environ, "OMP_NUM_THREADS": "1"},
+        capture_output=True, text=True, timeout=HUNG_S, env={**os.environ, "OMP_NUM_THREADS": "1"},
     )  # fmt: skip
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert_matches_the_ddp_baseline("gpt2-tiny", out, "zero1")
