@@ -154,10 +154,14 @@ class Comparison:
 
     @property
     def lr_parting(self) -> tuple[int, float, float] | None:
-        """(step, baseline lr, run lr) at the first compared step whose recorded learning rate differs."""
+        """(step, baseline lr, run lr) at the first compared step whose recorded learning rate differs by more
+        than the two logs' writing hides (a TensorBoard file keeps the rate as a float32)."""
+        hides = self.baseline.resolution("lr").of, self.run.resolution("lr").of
         for delta in self.steps:
             expected, actual = delta.baseline_values.get("lr"), delta.run_values.get("lr")
-            if expected is not None and actual is not None and not math.isclose(expected, actual, rel_tol=1e-9):
+            if expected is None or actual is None or math.isclose(expected, actual, rel_tol=1e-9):
+                continue
+            if abs(actual - expected) > hides[0](expected) + hides[1](actual):
                 return delta.step, expected, actual
         return None
 
@@ -177,6 +181,8 @@ class Comparison:
         if self.schedules_differ:
             spans = _field(self.baseline, "schedule_steps"), _field(self.run, "schedule_steps")
             return f"{said}: the schedules span {spans[0]} and {spans[1]} steps"
+        if not self.run_files:
+            return said  # the logs record no schedule to say which side left it
         return f"{said} though both runs record the same schedule: the run did not follow it"
 
     @property

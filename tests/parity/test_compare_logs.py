@@ -8,6 +8,7 @@ from portlayer.cli import cli
 from portlayer.train.compare import IncomparableRuns, compare_logs
 from portlayer.train.criteria import industry_criteria
 from portlayer.train.logs.series import Collector
+from tests.parity.logs_data import LOGS
 
 
 def log(values: dict, *, interval=False, name="log.csv"):
@@ -73,3 +74,13 @@ def test_criteria_without_a_gradient_norm_say_not_logged(tmp_path):
     assert any("Ascend: mean relative gradient-norm error" in line and line.endswith("not logged") for line in lines)
     assert any("MindSpeed-LLM CI" in line and "5.56%" in line and line.endswith("FAIL") for line in lines)
     assert f"note: compared the numbers only: {tmp_path / 'a.csv'} and {tmp_path / 'b.csv'} record no settings" in result.output
+
+
+def test_one_run_as_trainer_state_and_as_its_tensorboard_file_compares_equal_rate_and_all():
+    """TensorBoard keeps the learning rate as a float32 of trainer_state.json's: rounding, not a parting."""
+    run = LOGS / "generated_hf_tiny"
+    events = next(run.glob("events.out.tfevents.*"))
+    result = CliRunner().invoke(cli, ["parity", "compare", str(run / "trainer_state.json"), str(events)])
+    assert result.exit_code == 0, result.output
+    assert "learning rate differs" not in result.output
+    assert result.output.strip().splitlines()[-1].startswith("parity OK: 30 steps within rtol 1e-05")
