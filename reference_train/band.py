@@ -36,15 +36,18 @@ BANDS = Path(str(resources.files("portlayer.train").joinpath("bands")))
 
 # How much wider than the references' spread the band is: a correct port is one more draw of the same noise,
 # and two or three references undersample it. Measured (docs/parity.md "The noise band"): the correct ports
-# seen (the H200 against the cpu, fp32 and bf16) used at most 21% of the band; the mildest wrong port of
-# tests/trainer/test_wrong_ports.py (AdamW's beta2 0.99) left it 14-fold.
+# seen (the H200 against the cpu, fp32 and bf16) used at most 21% of the band; every wrong port of
+# tests/trainer/test_wrong_ports.py left it within 4 steps, the mildest (clipping removed) 1.9-fold.
 FACTOR = 4.0
 # The narrowest band per precision, relative: the difference one step's rounding makes when nothing has been
 # amplified yet, with a margin (the first step's loss computed by two correct implementations, the H200 against
 # the cpu, tiny presets: fp32 3.1e-8 to 9.4e-8; bf16 2.7e-6 to 3.2e-6). The learning rate is no computed quantity: a schedule gives the same
 # numbers everywhere, up to one float32 rounding where a framework keeps it in float32.
+# A gradient norm is a sum of squares over every weight, which a sharded strategy reduces in its own order (per
+# shard, then over ranks; DeepSpeed in its own engine): against ddp's it moved by up to 9.2e-6 in fp32 while the
+# losses stayed at 7e-8 (bert-base-uncased-tiny under zero3, mixtral-8x7b-tiny under fsdp2 5.5e-6).
 FLOOR = {
-    "fp32": {"loss": 1e-6, "grad_norm": 1e-6},
+    "fp32": {"loss": 1e-6, "grad_norm": 2e-5},
     "bf16": {"loss": 1e-4, "grad_norm": 1e-4},
     "fp16": {"loss": 1e-4, "grad_norm": 1e-4},
 }

@@ -2,7 +2,7 @@
 trained on the cpu, is called diverged by the committed noise band against the cpu baseline of the same
 experiment, at the step and in the quantity the mistake first shows, while the fixed criterion (Ascend's mean
 relative loss error below 1%) passes every one of them. gpt2-tiny in fp32 on 1 rank x 2 micro-batches (the
-baseline's global batch of 16), the 30-step schedule, 3 steps of it: every mistake here shows by then."""
+baseline's global batch of 16), the 30-step schedule, 4 steps of it: every mistake here shows by then."""
 
 import pytest
 
@@ -18,15 +18,16 @@ from tests.parity.wrong_ports import train_wrong
 from tests.trainer.conftest import torch_switches_kept
 from tests.trainer.helpers import BASELINES
 
-STEPS = 3
+STEPS = 4
 
 # mistake -> (the step it leaves the band, the quantity named first). Each follows from the mistake (step 1
 # trains with lr 0, the warm-up's start, so a wrong update first moves step 3's gradients):
 # - a learning rate, warm-up or schedule mistake changes the recorded lr of step 2;
 # - dropout on: another forward at step 1 (loss and gradient norm);
 # - the loss undivided: twice the gradients; AdamW hardly minds, but the recorded norm doubles at step 1;
-# - clipping removed, beta2 0.99: step 2's update differs (unclipped; another second moment), so step 3's
-#   gradients do.
+# - clipping removed: step 2's update is unclipped, so step 3's gradients differ;
+# - beta2 0.99: step 2's second moment differs little after bias correction; by step 4's gradients the norm
+#   is out, beyond what another reduction of the norm moves it (band.FLOOR).
 TABLE = {
     "learning rate x1.1": (2, "lr"),
     "warm-up one step longer": (2, "lr"),
@@ -34,7 +35,7 @@ TABLE = {
     "dropout left on": (1, "grad_norm"),
     "loss not divided by the micro-batches": (1, "grad_norm"),
     "schedule stepped at every micro-batch": (2, "lr"),
-    "AdamW beta2 0.99 (not 0.999)": (3, "grad_norm"),
+    "AdamW beta2 0.99 (not 0.999)": (4, "grad_norm"),
 }
 
 
