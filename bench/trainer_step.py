@@ -33,7 +33,7 @@ class PlainTorchStep:
         self.scheduler = get_cosine_schedule_with_warmup(self.optimizer, options.warmup_steps, options.steps)
         self.scaler = torch.amp.GradScaler("cpu", enabled=False)
 
-    def __call__(self, step: int) -> tuple[float, int]:
+    def __call__(self, step: int) -> tuple[float, int, float]:
         options, model, scaler = self.options, self.model, self.scaler
         micro = options.per_device_batch
         self.optimizer.zero_grad(set_to_none=True)
@@ -47,11 +47,11 @@ class PlainTorchStep:
         loss_sum = loss.detach().float().item()
         tokens = int(batch["attention_mask"].sum())
         scaler.unscale_(self.optimizer)
-        torch.nn.utils.clip_grad_norm_(model.parameters(), options.preset.max_grad_norm)
+        grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), options.preset.max_grad_norm)
         scaler.step(self.optimizer)
         scaler.update()
         self.scheduler.step()
-        return loss_sum, tokens
+        return loss_sum, tokens, float(grad_norm)
 
 
 def timed_plain_step(step: PlainTorchStep, index: int) -> float:

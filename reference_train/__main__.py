@@ -68,10 +68,18 @@ def parse_fault(ctx, param, value):
     "--parity/--no-parity",
     default=False,
     show_default=True,
-    help="Parity mode: dropout off, fp32 without TF32, deterministic algorithms, eager attention.",
+    help="Parity mode: dropout off, no TF32, deterministic algorithms, eager attention (any --precision).",
 )
 @click.option(
     "--keep-dropout", is_flag=True, help="Parity mode but dropout left on (shows what parity prevents)."
+)
+@click.option(
+    "--perturb-init",
+    default=0,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help="Move each initial weight one ulp up or down, at random from this seed (0: not at all): a correct "
+    "port's rounding, for `portlayer parity band`.",
 )
 @click.option(
     "--override-config",
@@ -137,8 +145,8 @@ def run(preset_name, steps, per_device_batch, seq_len, lr, warmup_steps, rest) -
 
     hf_logging.set_verbosity_error()
     preset = get_preset(preset_name)
-    if rest["parity"] and (rest["precision"] != "fp32" or rest["tf32"]):
-        raise PortlayerError("parity mode trains in fp32 without TF32: drop --precision/--tf32 or --parity")
+    if rest["parity"] and rest["tf32"]:
+        raise PortlayerError("parity mode trains without TF32: drop --tf32 or --parity")
     if rest["resume"] and not rest["checkpoint_dir"]:
         raise PortlayerError("--resume needs --checkpoint-dir")
     if steps and rest["schedule_steps"] and steps > rest["schedule_steps"]:

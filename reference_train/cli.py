@@ -8,7 +8,10 @@ from pathlib import Path
 import click
 
 from portlayer.cli import LazyGroup, UnusableInput
-from portlayer.train.compare import DEFAULT_RTOL, IncomparableRuns, compare_runs
+from portlayer.train.compare import DEFAULT_RTOL
+
+# What --format takes (logs.FORMATS, written out here: the command line loads no reader until it runs).
+LOG_FORMATS = ("tensorboard", "portlayer", "trainer_state", "ms-swift", "jsonl", "megatron", "deepspeed", "csv")
 
 # name -> (module, attribute, extra); the training and locating commands pull in transformers, so they
 # load only when run.
@@ -17,6 +20,7 @@ PARITY_SUBCOMMANDS = {
     "locate": ("portlayer.train.locate.cli", "locate", "train"),
     "dump": ("portlayer.train.locate.cli", "dump", "train"),
     "diff": ("portlayer.train.locate.cli", "diff", "train"),
+    "band": ("portlayer.train.band_cli", "band", "train"),
 }
 
 EXIT_DIVERGED = 1
@@ -27,16 +31,32 @@ def parity() -> None:
     """Train the reference model and check that its loss matches a baseline recorded on another device."""
 
 
+def format_option(function):
+    return click.option(
+        "--format",
+        "log_format",
+        type=click.Choice(LOG_FORMATS),
+        help="Read the files as this format [detected from each file's content].",
+    )(function)
+
+
 @parity.command()
-@click.argument("baseline", metavar="BASELINE.json")
-@click.argument("run", metavar="RUN.json")
+@click.argument("baseline", metavar="BASELINE")
+@click.argument("run", metavar="RUN")
 @click.option(
     "--rtol",
     type=click.FloatRange(min=0),
     default=DEFAULT_RTOL,
     show_default=True,
-    help="Largest relative loss error per step still counted as the same training.",
+    help="Largest relative loss error per step still counted as the same training (without --band).",
 )
+@click.option(
+    "--band",
+    "band_path",
+    metavar="BAND.json",
+    help="Judge by this noise band (`portlayer parity band`) instead of --rtol: loss, grad norm and lr.",
+)
+@format_option
 @click.option(
     "--plot",
     "plot_path",
@@ -55,43 +75,52 @@ def compare(
     baseline: str,
     run: str,
     rtol: float,
+    band_path: str | None,
+    log_format: str | None,
     plot_path: str | None,
     all_steps: bool,
     steps: int | None,
     as_json: bool,
 ) -> None:
-    """Compare RUN.json with BASELINE.json step by step.
+    """Compare RUN with BASELINE step by step: portlayer run files, or the logs of any trainer
+    (trainer_state.json, ms-swift, Megatron/MindSpeed, DeepSpeed, TensorBoard, CSV, JSONL).
 
-    Exit 0 when every step is within rtol, 1 when the run diverged, 2 when the files are unusable or
-    record different experiments (preset, model config, data, initial weights, global batch, sequence
-    length). Runs of
-    different lengths are compared over the steps both have, and say so. Runs that differ only in
-    settings (lr, precision, dropout, ...) are compared, and the differences named.
+    Exit 0 when every step is within rtol (or the band), 1 when the run diverged, 2 when the files are unusable
+    or record different experiments (preset, model config, data, initial weights, global batch, sequence
+    length). Runs of different lengths or logging intervals are compared over the steps both have, and say
+    so. Runs that differ only in settings (lr, precision, dropout, ...) are compared, and the differences
+    named. Beside the verdict: the industry's fixed criteria (Ascend, MindSpeed-LLM).
     """
-    from portlayer.train.report import comparison_json, run_table, setting_notes, step_table, verdict_line
-    from portlayer.train.runfile import RunFileError, read_run
+    from portlayer.train import report
+    from portlayer.train.band import BandError, judge, read_band
+    from portlayer.train.compare import IncomparableRuns, compare_logs
+    from portlayer.train.logs import LogError, read_log
 
     try:
-        comparison = compare_runs(read_run(baseline), read_run(run), rtol, steps)
-    except (RunFileError, IncomparableRuns) as exc:
+        comparison = compare_logs(read_log(baseline, log_format), read_log(run, log_format), rtol, steps)
+        verdict = None if band_path is None else judge(comparison, read_band(band_path))
+    except (LogError, IncomparableRuns, BandError) as exc:
         raise UnusableInput(str(exc)) from None
+    same = comparison.within_tolerance if verdict is None else verdict.within
 
     if as_json:
         plot = None if plot_path is None else str(_plot(comparison, plot_path, baseline, run))
-        click.echo(json.dumps(comparison_json(comparison, baseline, run, plot), indent=1))
-        if not comparison.within_tolerance:
+        click.echo(json.dumps(report.comparison_json(comparison, baseline, run, plot, verdict), indent=1))
+        if not same:
             click.get_current_context().exit(EXIT_DIVERGED)
         return
-    click.echo(step_table(comparison, all_steps=all_steps))
+    click.echo(report.step_table(comparison, all_steps=all_steps, band=verdict))
     click.echo()
-    click.echo(run_table(comparison))
+    click.echo(report.run_table(comparison))
     click.echo()
     if plot_path is not None:
         click.echo(f"plot: {_plot(comparison, plot_path, baseline, run)}")
-    for note in setting_notes(comparison):
+    for line in report.criteria_lines(comparison):
+        click.echo(line)
+    for note in report.setting_notes(comparison) + ([] if verdict is None else report.band_notes(verdict)):
         click.echo(note)
-    click.echo(verdict_line(comparison))
-    if not comparison.within_tolerance:
+    click.echo(report.verdict_line(comparison) if verdict is None else report.band_verdict_line(comparison, verdict))
+    if not same:
         click.get_current_context().exit(EXIT_DIVERGED)
 
 

@@ -1,14 +1,22 @@
-"""Compare two parity run files step by step: is the second run the same training as the first, up to rounding?
+"""Compare two training runs step by step: is the second the same training as the first, up to rounding?
 
-Pure logic, no I/O: `compare_runs(baseline, run, rtol)` takes two run-file dicts (as `runfile.read_run`
-returns them) and returns a `Comparison`, or raises `IncomparableRuns` naming the field that makes the two
-runs different experiments. The CLI, the table and the plot are built on top of it.
+Pure logic, no I/O: `compare_logs(baseline, run, rtol)` takes two `Series` (as `logs.read_log` returns them:
+portlayer run files or another program's logs) and returns a `Comparison`, or raises `IncomparableRuns` naming
+why they cannot be compared. Two portlayer run files are first checked to be the same experiment, field by
+field (`compare_runs` takes them as `runfile.read_run` returns them); other logs carry no such record, so only
+their numbers are compared, at the steps both logged. The CLI, the table, the band's verdict
+(`band.judge`) and the plot are built on top of it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
+
+from portlayer.train.logs import Series
+from portlayer.train.logs.portlayer_run import series_of_run
 
 # fp32 cross-device parity is sharp (cpu vs H100: 1e-7 to 3e-6 relative), so the default tolerance sits a
 # little above rounding and far below what TF32 or bf16 produce.
@@ -30,7 +38,17 @@ COMPARABLE_FIELDS = (
 # Settings two comparable runs may differ in. They are compared anyway — a port that trains with another
 # learning rate or with dropout on is what a parity check exists to catch — and the differences are named
 # beside the verdict.
-SETTING_FIELDS = ("lr", "warmup_steps", "precision", "tf32", "parity", "deterministic", "dropout_fields_zeroed", "strategy")
+SETTING_FIELDS = (
+    "lr",
+    "warmup_steps",
+    "precision",
+    "tf32",
+    "parity",
+    "deterministic",
+    "dropout_fields_zeroed",
+    "strategy",
+    "perturb_init",
+)
 # The settings that act through the learning rate: their effect starts where the recorded rates part.
 LR_FIELDS = ("lr", "warmup_steps")
 # The other settings that make a different training, from the first step: a divergence they may explain is
@@ -73,8 +91,12 @@ class IncomparableRuns(ValueError):
 @dataclass(frozen=True)
 class StepDelta:
     step: int
-    baseline_loss: float
+    baseline_loss: float  # NaN where a side logged no loss at this step (then only the other quantities count)
     run_loss: float
+    # Every quantity each side logged at this step (logs.QUANTITIES), the loss as compared: averaged over the
+    # other side's logging interval where that side logs an interval's mean.
+    baseline_values: Mapping[str, float] = dataclasses.field(default_factory=dict)
+    run_values: Mapping[str, float] = dataclasses.field(default_factory=dict)
 
     @property
     def rel_error(self) -> float:
@@ -82,18 +104,34 @@ class StepDelta:
         # A NaN loss compares false with everything: count it as infinitely far, never as within tolerance.
         return math.inf if math.isnan(error) else error
 
+    def error(self, quantity: str) -> float | None:
+        """The relative error of a quantity both sides logged here (infinite for a NaN), None otherwise."""
+        expected, actual = self.baseline_values.get(quantity), self.run_values.get(quantity)
+        if expected is None or actual is None:
+            return None
+        if expected == actual:
+            return 0.0
+        error = abs(actual - expected) / abs(expected) if expected else math.inf
+        return math.inf if math.isnan(error) else error
+
 
 @dataclass(frozen=True)
 class Comparison:
-    baseline: dict
-    run: dict
+    baseline: Series
+    run: Series
     rtol: float
     steps: tuple[StepDelta, ...]
+    alignment_notes: tuple[str, ...] = ()  # how the steps of two logs were matched, when they are not run files
+
+    @property
+    def run_files(self) -> bool:
+        """Whether both sides are portlayer run files: then their metadata say what each run was."""
+        return self.baseline.run_file is not None and self.run.run_file is not None
 
     @property
     def lengths(self) -> tuple[int, int]:
         """How many steps the baseline and the run recorded (the comparison may cover fewer)."""
-        return len(self.baseline["steps"]), len(self.run["steps"])
+        return len(self.baseline.points), len(self.run.points)
 
     @property
     def length_note(self) -> str | None:
@@ -101,6 +139,11 @@ class Comparison:
         baseline_steps, run_steps = self.lengths
         if len(self.steps) == baseline_steps == run_steps:
             return None
+        if not self.run_files:
+            return (
+                f"compared the {len(self.steps)} steps both logged ({self.baseline.describe()}; "
+                f"{self.run.describe()})"
+            )
         if baseline_steps == run_steps:
             return f"compared the first {len(self.steps)} of the {baseline_steps} steps both runs have"
         checked = ", ".join(PREFIX_DATA_FIELDS)
@@ -111,16 +154,20 @@ class Comparison:
 
     @property
     def lr_parting(self) -> tuple[int, float, float] | None:
-        """(step, baseline lr, run lr) at the first compared step whose recorded learning rate differs."""
-        pairs = zip(self.baseline["steps"][: len(self.steps)], self.run["steps"][: len(self.steps)])
-        for expected, actual in pairs:
-            if not math.isclose(expected["lr"], actual["lr"], rel_tol=1e-9):
-                return expected["step"], expected["lr"], actual["lr"]
+        """(step, baseline lr, run lr) at the first compared step whose recorded learning rate differs by more
+        than the two logs' writing hides (a TensorBoard file keeps the rate as a float32)."""
+        hides = self.baseline.resolution("lr").of, self.run.resolution("lr").of
+        for delta in self.steps:
+            expected, actual = delta.baseline_values.get("lr"), delta.run_values.get("lr")
+            if expected is None or actual is None or math.isclose(expected, actual, rel_tol=1e-9):
+                continue
+            if abs(actual - expected) > hides[0](expected) + hides[1](actual):
+                return delta.step, expected, actual
         return None
 
     @property
     def schedules_differ(self) -> bool:
-        return _field(self.baseline, "schedule_steps") != _field(self.run, "schedule_steps")
+        return self.run_files and _field(self.baseline, "schedule_steps") != _field(self.run, "schedule_steps")
 
     @property
     def schedule_note(self) -> str | None:
@@ -134,6 +181,8 @@ class Comparison:
         if self.schedules_differ:
             spans = _field(self.baseline, "schedule_steps"), _field(self.run, "schedule_steps")
             return f"{said}: the schedules span {spans[0]} and {spans[1]} steps"
+        if not self.run_files:
+            return said  # the logs record no schedule to say which side left it
         return f"{said} though both runs record the same schedule: the run did not follow it"
 
     @property
@@ -159,12 +208,17 @@ class Comparison:
     @property
     def worst_step(self) -> StepDelta:
         # The first of equal maxima, so identical runs report step 1 rather than an arbitrary one.
-        return max(self.steps, key=lambda delta: delta.rel_error)
+        return max(self.loss_steps, key=lambda delta: delta.rel_error)
+
+    @property
+    def loss_steps(self) -> tuple[StepDelta, ...]:
+        """The compared steps where both sides logged a loss (all of them, for two run files)."""
+        return tuple(delta for delta in self.steps if "loss" in delta.baseline_values and "loss" in delta.run_values)
 
     @property
     def first_beyond(self) -> StepDelta | None:
         """The first step whose relative loss error exceeds rtol, or None when every step is within it."""
-        return next((delta for delta in self.steps if delta.rel_error > self.rtol), None)
+        return next((delta for delta in self.loss_steps if delta.rel_error > self.rtol), None)
 
     @property
     def within_tolerance(self) -> bool:
@@ -172,7 +226,10 @@ class Comparison:
 
     @property
     def setting_differences(self) -> tuple[tuple[str, object, object], ...]:
-        """(field, baseline value, run value) for each setting in which the two runs differ."""
+        """(field, baseline value, run value) for each setting in which the two runs differ (none known
+        unless both are run files)."""
+        if not self.run_files:
+            return ()
         return tuple(
             (field, _field(self.baseline, field), _field(self.run, field))
             for field in SETTING_FIELDS
@@ -182,14 +239,14 @@ class Comparison:
     @property
     def first_departure(self) -> StepDelta | None:
         """The first step whose error is beyond rounding: where the two trainings start to differ."""
-        return next((delta for delta in self.steps if delta.rel_error > ROUNDING_LIMIT), None)
+        return next((delta for delta in self.loss_steps if delta.rel_error > ROUNDING_LIMIT), None)
 
     @property
     def verdict(self) -> str:
         cause = classify(
             self.max_rel_error,
             reduced_precisions(self.baseline, self.run),
-            strategies_differ=_field(self.baseline, "strategy") != _field(self.run, "strategy"),
+            strategies_differ=self.run_files and _field(self.baseline, "strategy") != _field(self.run, "strategy"),
         )
         # Never call a divergence real when a difference the runs record can explain it: the losses agreed
         # until that difference could first show.
@@ -199,11 +256,14 @@ class Comparison:
         return cause
 
 
-def reduced_precisions(*runs: dict) -> set[str]:
-    """Which reduced-precision modes any of the runs recorded: a subset of {"tf32", "bf16"}."""
+def reduced_precisions(*runs: Series) -> set[str]:
+    """Which reduced-precision modes any of the runs recorded: a subset of {"tf32", "bf16"} (a log of another
+    program records none)."""
     used = set()
     for run in runs:
-        metadata = run["metadata"]
+        if run.run_file is None:
+            continue
+        metadata = run.run_file["metadata"]
         if metadata["tf32"]:
             used.add("tf32")
         if metadata["precision"] == "bf16":
@@ -237,19 +297,41 @@ def classify(rel_error: float, precisions: set[str] = frozenset(), strategies_di
 def compare_runs(
     baseline: dict, run: dict, rtol: float = DEFAULT_RTOL, steps: int | None = None
 ) -> Comparison:
-    """Check that `run` is the experiment `baseline` recorded, then compare their losses step by step.
+    """`compare_logs` of two run files' contents (as `runfile.read_run` returns them)."""
+    return compare_logs(series_of_run(baseline, "baseline"), series_of_run(run, "run"), rtol, steps)
+
+
+def compare_logs(
+    baseline: Series, run: Series, rtol: float = DEFAULT_RTOL, steps: int | None = None
+) -> Comparison:
+    """Compare `run` with `baseline` at the steps both logged; two run files must record the same experiment.
 
     Runs of different lengths are compared over their common steps; `steps` instead requires both runs to
-    have at least that many and compares exactly those.
+    reach that step and compares exactly the steps up to it.
     """
-    baseline_steps, run_steps = baseline["steps"], run["steps"]
     if steps is not None:
-        for name, recorded in (("baseline", baseline_steps), ("run", run_steps)):
-            if len(recorded) < steps:
-                raise IncomparableRuns(f"--steps {steps}: the {name} has only {len(recorded)} steps")
-    compared = steps or min(len(baseline_steps), len(run_steps))
+        for name, series in (("baseline", baseline), ("run", run)):
+            if series.points[-1].step < steps:
+                raise IncomparableRuns(f"--steps {steps}: the {name} has only {series.points[-1].step} steps")
+    if baseline.run_file is not None and run.run_file is not None:
+        _check_same_experiment(baseline.run_file, run.run_file)
+        notes: tuple[str, ...] = ()
+    else:
+        notes = (*baseline.notes, *run.notes)
+    deltas, aligned = align(baseline, run, steps)
+    if not deltas:
+        raise IncomparableRuns(
+            f"no step to compare: {baseline.path} ({baseline.describe()}) and {run.path} ({run.describe()})"
+        )
+    for delta in deltas:
+        if delta.baseline_loss == 0:
+            raise IncomparableRuns(f"baseline loss is 0 at step {delta.step}: no relative error")
+    return Comparison(baseline, run, rtol, tuple(deltas), (*notes, *aligned))
+
+
+def _check_same_experiment(baseline: dict, run: dict) -> None:
     fields = COMPARABLE_FIELDS
-    if len(baseline_steps) != len(run_steps):
+    if len(baseline["steps"]) != len(run["steps"]):
         fields = (*(field for field in fields if field != "data_checksum"), *PREFIX_DATA_FIELDS)
     for field in fields:
         expected, actual = _field(baseline, field), _field(run, field)
@@ -257,18 +339,68 @@ def compare_runs(
             raise IncomparableRuns(
                 f"runs differ in {field}: baseline {_describe(baseline, field)}, run {_describe(run, field)}"
             )
-    # read_run has checked that both are numbered 1, 2, 3, ...; only the losses are compared here.
-    deltas = []
-    for expected, actual in zip(baseline_steps[:compared], run_steps[:compared]):
-        if expected["loss"] == 0:
-            raise IncomparableRuns(f"baseline loss is 0 at step {expected['step']}: no relative error")
-        deltas.append(StepDelta(expected["step"], expected["loss"], actual["loss"]))
-    return Comparison(baseline, run, rtol, tuple(deltas))
 
 
-def _field(run: dict, field: str):
-    """A field of the run's metadata (the preset's name sits beside it). `runfile.read_run` has given a file
-    written before a field existed the value it meant."""
+def align(baseline: Series, run: Series, steps: int | None = None) -> tuple[list[StepDelta], tuple[str, ...]]:
+    """The steps both series logged (up to `steps`), and a note on how their losses were matched.
+
+    Where one side logs the mean loss since its previous log (HuggingFace, Megatron's text log) at intervals
+    longer than one step and the other logs each step, the other's losses are averaged over the same steps;
+    two means over different intervals are not compared."""
+    base, other = _by_step(baseline), _by_step(run)
+    intervals = _loss_intervals(baseline), _loss_intervals(run)
+    common = sorted(step for step in base.keys() & other.keys() if steps is None or step <= steps)
+    deltas, averaged = [], set()
+    for step in common:
+        expected, actual = dict(base[step].values), dict(other[step].values)
+        ours, theirs = intervals[0].get(step), intervals[1].get(step)
+        if ours != theirs:
+            if theirs is None and (mean := _mean_loss(other, ours)) is not None:
+                actual["loss"] = mean
+                averaged.add("run")
+            elif ours is None and (mean := _mean_loss(base, theirs)) is not None:
+                expected["loss"] = mean
+                averaged.add("baseline")
+            else:
+                expected.pop("loss", None), actual.pop("loss", None)
+        deltas.append(StepDelta(step, expected.get("loss", math.nan), actual.get("loss", math.nan), expected, actual))
+    said = tuple(
+        f"the {name}'s losses were averaged over the other side's logging intervals (it logs the mean loss since"
+        " its previous log)"
+        for name in ("run", "baseline")
+        if name in averaged
+    )
+    return deltas, said
+
+
+def _by_step(series: Series) -> dict:
+    return {point.step: point for point in series.points}
+
+
+def _loss_intervals(series: Series) -> dict[int, tuple[int, int]]:
+    """step -> (first, last) steps its logged loss is the mean of, where that is more than the step itself."""
+    if not series.loss_is_interval_mean:
+        return {}
+    intervals, previous = {}, 0
+    for point in series.points:
+        if point.get("loss") is None:
+            continue
+        if point.step - previous > 1:
+            intervals[point.step] = (previous + 1, point.step)
+        previous = point.step
+    return intervals
+
+
+def _mean_loss(by_step: dict, interval: tuple[int, int]) -> float | None:
+    """The mean of a per-step series' losses over `interval`, or None where it lacks one of them."""
+    losses = [by_step[step].get("loss") if step in by_step else None for step in range(interval[0], interval[1] + 1)]
+    return None if any(loss is None for loss in losses) else math.fsum(losses) / len(losses)
+
+
+def _field(run, field: str):
+    """A field of the run's metadata (the preset's name sits beside it), from a run file's content or its
+    Series. `runfile.read_run` has given a file written before a field existed the value it meant."""
+    run = run.run_file if isinstance(run, Series) else run
     return run["preset"] if field == "preset" else run["metadata"][field]
 
 

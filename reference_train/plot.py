@@ -41,13 +41,14 @@ def build_figure(comparison: Comparison, names: tuple[str, str] = ("baseline", "
     matplotlib.use("Agg")  # headless: CI machines and training nodes have no display
     from matplotlib import pyplot as plt
 
-    deltas = comparison.steps
+    deltas = comparison.loss_steps
     steps = [delta.step for delta in deltas]
     figure, (losses, relative) = plt.subplots(2, 1, figsize=(10, 7), sharex=True, constrained_layout=True)
     losses.plot(steps, [d.baseline_loss for d in deltas], label=curve_label("baseline", names[0], comparison.baseline))
     losses.plot(steps, [d.run_loss for d in deltas], "--", label=curve_label("run", names[1], comparison.run))
     losses.set_ylabel("training loss")
-    losses.set_title(f"{comparison.run['preset']}: {comparison.verdict}")
+    recorded = comparison.run.run_file or comparison.baseline.run_file
+    losses.set_title(f"{recorded['preset'] if recorded else comparison.run.format}: {comparison.verdict}")
     # Beside the axes, not on them: a diverged curve runs anywhere across the plot.
     losses.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize="small")
 
@@ -87,9 +88,12 @@ def build_figure(comparison: Comparison, names: tuple[str, str] = ("baseline", "
     return figure
 
 
-def curve_label(role: str, name: str, run: dict) -> str:
-    """`baseline gpt2-tiny.cpu-cpu.json, 2026-11-23: cpu x2 (AMD EPYC)`: which file and when, then where."""
-    metadata = run["metadata"]
+def curve_label(role: str, name: str, series) -> str:
+    """`baseline gpt2-tiny.cpu-cpu.json, 2026-11-23: cpu x2 (AMD EPYC)`: which file and when, then where (a
+    log of another program: which file, and its format)."""
+    if series.run_file is None:
+        return f"{role} {name}: {series.format}"
+    metadata = series.run_file["metadata"]
     created = metadata["created"][:10] or "undated"
     where = f"{metadata['backend']} x{metadata['world_size']} ({metadata['device_name']})"
     return f"{role} {name}, {created}: {where}" if name != role else f"{role}, {created}: {where}"

@@ -2,7 +2,7 @@
 
     {"schema": "portlayer.parity.run/1", "preset": "gpt2-tiny",
      "metadata": {...},                       # what defines and what ran the experiment (METADATA)
-     "steps": [{"step": 1, "loss": ..., "tokens_per_s": ..., "peak_memory_bytes": ..., "lr": ...}, ...],
+     "steps": [{"step": 1, "loss": ..., "tokens_per_s": ..., "peak_memory_bytes": ..., "lr": ..., "grad_norm": ...}, ...],
      "summary": {"tokens_per_s": ..., "peak_memory_bytes": ..., "eval_loss": ..., "perplexity": ...}}
 
 The schema is written here once, as the fields of each section (`METADATA`, `STEP`, `SUMMARY`): `write_run`
@@ -74,6 +74,8 @@ METADATA = (
     Field("deterministic", FLAG),
     Field("seed", WHOLE),
     Field("parity", FLAG),
+    # The seed of the one-ulp moves `--perturb-init` gave the initial weights (0: none), after their checksum.
+    Field("perturb_init", WHOLE, older=_absent(0)),
     Field("config_hash", TEXT),
     Field("data_checksum", TEXT),
     Field("init_weights_checksum", TEXT),
@@ -89,6 +91,9 @@ STEP = (
     Field("tokens_per_s", NUMBER),
     Field("peak_memory_bytes", WHOLE, nullable=True),  # null where the backend has no device allocator
     Field("lr", NUMBER),
+    # The total gradient norm before clipping (null: not recorded, in a file from before it was, or a step
+    # whose norm was not finite: an fp16 overflow the scaler skipped).
+    Field("grad_norm", NUMBER, nullable=True, older=_absent(None)),
 )
 SUMMARY = (
     Field("tokens_per_s", NUMBER),
@@ -204,18 +209,23 @@ def write_run(path: os.PathLike, run: dict) -> None:
     write_atomic(path, json.dumps(_as_written(run), indent=1) + "\n")
 
 
+def read_json(path: Path, error: type[Exception] = RunFileError, missing: str = "no such file") -> Any:
+    """The JSON document in `path` (a run file, a band file); `error` with a one-line reason otherwise."""
+    try:
+        with open(path, encoding="utf-8") as source:
+            return json.load(source)
+    except FileNotFoundError:
+        raise error(f"{path}: {missing}") from None
+    except OSError as exc:
+        raise error(f"{path}: {exc.strerror}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise error(f"{path}: not a JSON file ({exc})") from None
+
+
 def read_run(path: os.PathLike) -> dict:
     """The run in `path`, validated; `RunFileError` with a one-line reason otherwise."""
     path = Path(path)
-    try:
-        with open(path, encoding="utf-8") as source:
-            run = json.load(source)
-    except FileNotFoundError:
-        raise RunFileError(f"{path}: no such file") from None
-    except OSError as exc:
-        raise RunFileError(f"{path}: {exc.strerror}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise RunFileError(f"{path}: not a JSON file ({exc})") from None
+    run = read_json(path)
     _as_the_schema_means(run)
     try:
         validate(run, complete=False)

@@ -63,6 +63,7 @@ class Options:
     tf32: bool = False
     parity: bool = False
     keep_dropout: bool = False
+    perturb_init: int = 0  # seed of the one-ulp moves of the initial weights; 0: none
     override_config: Path | None = None
     model_name_or_path: str | None = None
     trust_remote_code: bool = False
@@ -211,9 +212,10 @@ class Logger:
             self.bar.update(1)
             self.bar.set_postfix(loss=f"{record['loss']:.4f}")
         if self.every and (record["step"] % self.every == 0 or record["step"] == steps):
+            norm = record["grad_norm"]
             self.info(
                 f"step {record['step']}/{steps}  loss {record['loss']:.6f}  lr {record['lr']:.3e}  "
-                f"{record['tokens_per_s']:,.0f} tok/s"
+                f"grad norm {'-' if norm is None else f'{norm:.4f}'}  {record['tokens_per_s']:,.0f} tok/s"
             )
 
     def close(self) -> None:
@@ -278,8 +280,9 @@ class TrainingStep:
     def scheduler(self):
         return self.parallel.scheduler
 
-    def __call__(self, step: int) -> tuple[float, int]:
-        """Optimizer step `step` (from 1): this rank's loss summed over its micro-batches, and its tokens."""
+    def __call__(self, step: int) -> tuple[float, int, float]:
+        """Optimizer step `step` (from 1): this rank's loss summed over its micro-batches, its tokens, and the
+        total gradient norm before clipping (the same on every rank)."""
         options, world, parallel = self.options, self.world, self.parallel
         micro = options.per_device_batch
         loss_sum, tokens = 0.0, 0
@@ -295,8 +298,8 @@ class TrainingStep:
                 parallel.backward(loss)
             loss_sum += loss.detach().float().item()
             tokens += int(batch["attention_mask"].sum())
-        parallel.step()
-        return loss_sum, tokens
+        grad_norm = parallel.step()
+        return loss_sum, tokens, float(grad_norm)
 
 
 def train(options: Options) -> dict | None:
@@ -396,7 +399,22 @@ def _build_model(options: Options, device: torch.device) -> tuple[torch.nn.Modul
         config=config,
     )
     init_checksum = sha256_tensors(model.state_dict().items())
+    if options.perturb_init:
+        perturb_by_one_ulp(model, options.perturb_init)  # after the checksum: the same experiment, rounded apart
     return model.to(device), zeroed, init_checksum
+
+
+@torch.no_grad()
+def perturb_by_one_ulp(model: torch.nn.Module, seed: int) -> None:
+    """Move every floating-point parameter element to its next float up or down, the direction drawn from
+    `seed`: two correct implementations of one training differ by rounding of about this size."""
+    generator = torch.Generator().manual_seed(seed)
+    for parameter in model.parameters():
+        if not parameter.is_floating_point():
+            continue
+        up = torch.randint(0, 2, parameter.shape, generator=generator, dtype=torch.bool)
+        toward = torch.where(up, math.inf, -math.inf).to(parameter.dtype)
+        parameter.copy_(torch.nextafter(parameter, toward))
 
 
 def _start_training_group(world: World, options: Options) -> None:
@@ -436,12 +454,13 @@ def _resume(options: Options, world: World, training: TrainingStep, experiment: 
 
 def _step(training: TrainingStep, step: int, device: torch.device) -> dict:
     """Run optimizer step `step`, timed, and return its record: loss averaged over ranks, tokens/s, peak
-    device memory (None where the backend has no device allocator to ask: the cpu)."""
+    device memory (None where the backend has no device allocator to ask: the cpu), the learning rate the step
+    trained with and the total gradient norm before clipping."""
     options, world = training.options, training.world
     inject_fault(options, world, step)
     lr = training.scheduler.get_last_lr()[0]
     began = time.perf_counter()
-    loss_sum, tokens = training(step)
+    loss_sum, tokens, grad_norm = training(step)
     portlayer.synchronize()
     elapsed = time.perf_counter() - began
     mean_loss, all_tokens = world.all_reduce([loss_sum / options.grad_accum, tokens])
@@ -454,6 +473,7 @@ def _step(training: TrainingStep, step: int, device: torch.device) -> dict:
         "tokens_per_s": all_tokens / elapsed,
         "peak_memory_bytes": None if peak is None else int(peak),
         "lr": lr,
+        "grad_norm": grad_norm if math.isfinite(grad_norm) else None,  # an fp16 overflow the scaler skipped
         "seconds": elapsed,
     }
 
@@ -514,6 +534,7 @@ def _run_record(
             "deterministic": torch.are_deterministic_algorithms_enabled(),
             "seed": options.seed,
             "parity": options.parity,
+            "perturb_init": options.perturb_init,
             **identity,
             "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "command": options.command,

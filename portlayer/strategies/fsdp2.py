@@ -69,6 +69,10 @@ class Fsdp2Parallel(Parallel):
     def accumulating(self, last: bool):
         return contextlib.nullcontext() if last else _no_gradient_sync(self.core)
 
+    def whole_norm(self, norm) -> torch.Tensor:
+        # clip_grad_norm_ over sharded parameters returns a DTensor of the ranks' partial norms: reduce it.
+        return norm.full_tensor()
+
     def full_state(self) -> dict:
         return {
             "model": get_model_state_dict(self.core, options=_SAVE),

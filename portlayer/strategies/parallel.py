@@ -6,7 +6,7 @@ strategies refine it (`fsdp2.py`, `zero.py`); the loop sees one interface:
 
     parallel = prepare(get_strategy(name), model, setup)
     for each micro-batch: with parallel.accumulating(last): parallel.backward(parallel.model(**batch).loss)
-    parallel.step()
+    grad_norm = parallel.step()   # the total gradient norm before clipping
 """
 
 from __future__ import annotations
@@ -76,13 +76,20 @@ class Parallel:
     def backward(self, loss: torch.Tensor) -> None:
         self.scaler.scale(loss / self.setup.grad_accum).backward()
 
-    def step(self) -> None:
+    def step(self) -> torch.Tensor | float:
+        """Clip, step the optimizer and the schedule; returns the total gradient norm before clipping (a tensor
+        on the device, read when the step is recorded: no wait for the device here)."""
         self.scaler.unscale_(self.optimizer)  # clip the true gradients, not the fp16-scaled ones
-        torch.nn.utils.clip_grad_norm_(self.core.parameters(), self.setup.max_grad_norm)
+        norm = torch.nn.utils.clip_grad_norm_(self.core.parameters(), self.setup.max_grad_norm)
         self.scaler.step(self.optimizer)
         self.scaler.update()
         self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
+        return self.whole_norm(norm)
+
+    def whole_norm(self, norm: torch.Tensor) -> torch.Tensor:
+        """The norm over every rank's gradients, from what clipping returned (here: already the whole)."""
+        return norm
 
     def full_state(self) -> dict:
         """The whole model and optimizer state (collective where the state is sharded: every rank calls it)."""

@@ -8,6 +8,7 @@ DeepSpeed's own: every rank writes its shard of the optimizer state into the che
 from __future__ import annotations
 
 import contextlib
+import math
 from pathlib import Path
 
 import torch
@@ -99,8 +100,11 @@ class ZeroParallel(Parallel):
         # the schedule, and zeroes the gradients; before it, it only advances.
         self.model.step()
 
-    def step(self) -> None:
-        """Nothing left: the engine stepped at the step's last micro-batch (`backward`)."""
+    def step(self) -> float:
+        """Nothing left: the engine stepped at the step's last micro-batch (`backward`). Its optimizer computed
+        the global gradient norm before clipping there (over every rank's shard): that norm."""
+        norm = self.model.get_global_grad_norm()  # None where the engine was told not to compute it
+        return math.nan if norm is None else float(norm)
 
     def save(self, folder: Path, rank: int) -> None:
         self.model.save_checkpoint(str(folder), tag=CHECKPOINT_TAG, save_latest=False)

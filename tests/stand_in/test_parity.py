@@ -12,6 +12,7 @@ import sys
 import pytest
 
 from portlayer.train import runfile
+from portlayer.train.band import BANDS
 from tests.example_reference import REPO
 from tests.fake_device import environment
 from tests.processes import HUNG_S
@@ -47,3 +48,9 @@ def test_parity_run_on_the_stand_in_device_matches_the_cpu_baseline(vendor, devi
     device_row = next(line for line in compare.stdout.splitlines() if line.startswith("| gpt2-tiny") and vendor in line)
     assert f"| {vendor} (fp32) |" in device_row
     assert "parity OK" in compare.stdout
+
+    banded = portlayer(vendor, "parity", "compare", BASELINE, out, "--band", BANDS / "gpt2-tiny.fp32.json")
+    assert banded.returncode == 0, banded.stdout + banded.stderr
+    assert banded.stdout.strip().splitlines()[-1].startswith(
+        "within the band: 30 steps of loss, gradient norm, learning rate;"
+    )

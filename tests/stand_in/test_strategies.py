@@ -12,6 +12,7 @@ order alone; what this proves is the path: the strategy's engine on the vendor's
 
 import pytest
 
+from portlayer.train.band import BANDS
 from tests.stand_in.test_parity import BASELINE, portlayer
 
 BASELINES = BASELINE.parent
@@ -54,3 +55,12 @@ def test_strategy_on_the_stand_in_device_matches_the_cpu_ddp_baseline(
     assert compare.returncode == 0, compare.stdout + compare.stderr
     assert f"note: runs differ in strategy: baseline 'ddp', run '{strategy}'" in compare.stdout
     assert compare.stdout.strip().splitlines()[-1].startswith("parity OK: 30 steps within rtol 1e-05")
+
+    # Judged by the committed band, the strategy's gradient norm on the vendor's device too.
+    banded = portlayer(
+        vendor, "parity", "compare", BASELINES / f"{preset}.cpu-cpu.json", out, "--band", BANDS / f"{preset}.fp32.json"
+    )
+    assert banded.returncode == 0, banded.stdout + banded.stderr
+    assert banded.stdout.strip().splitlines()[-1].startswith(
+        "within the band: 30 steps of loss, gradient norm, learning rate;"
+    )

@@ -6,8 +6,10 @@ These launch real process groups, so they are few and short (tiny models, 30 ste
 import pytest
 from click.testing import CliRunner
 
+from portlayer.cli import cli
 from portlayer.train import runfile
 from portlayer.train.parity_run import run
+from tests.parity.logs_data import band_path, h200_run
 from tests.trainer.helpers import RTOL, TINY_PRESETS, baseline, max_relative_difference
 
 
@@ -30,6 +32,13 @@ def test_two_process_run_matches_the_committed_baseline(tmp_path, preset):
         "world_size",
     ):
         assert actual["metadata"][key] == expected["metadata"][key], key
+    # The same run against the H200's (1 rank x 2 micro-batches: the same global batch), judged by the
+    # committed fp32 band: the loss and the learning rate (the H200 file predates gradient norms).
+    compared = CliRunner().invoke(
+        cli, ["parity", "compare", str(h200_run(preset, "fp32")), str(out), "--band", str(band_path(preset, "fp32"))]
+    )
+    assert compared.exit_code == 0, compared.output
+    assert compared.output.strip().splitlines()[-1].startswith("within the band: 30 steps of loss, learning rate;")
 
 
 def test_a_killed_run_resumes_to_the_uninterrupted_losses(tmp_path):

@@ -13,10 +13,12 @@ import sys
 import pytest
 from click.testing import CliRunner
 
+from portlayer.cli import cli
 from portlayer.train import runfile
 from portlayer.train.parity_run import run
+from tests.parity.logs_data import band_path
 from tests.processes import HUNG_S
-from tests.trainer.helpers import RTOL, baseline, free_port, max_relative_difference
+from tests.trainer.helpers import BASELINES, RTOL, baseline, free_port, max_relative_difference
 
 # Where each strategy keeps its model and optimizer state inside a checkpoint folder.
 STRATEGY_STATE = {"fsdp2": "model-optimizer.pt", "zero2": "deepspeed", "zero3": "deepspeed"}
@@ -33,6 +35,15 @@ def assert_matches_the_ddp_baseline(preset: str, out, strategy: str) -> None:
     assert max_relative_difference(expected, actual) < RTOL
     for key in ("config_hash", "data_checksum", "init_weights_checksum", "world_size"):
         assert actual["metadata"][key] == expected["metadata"][key], key
+    # The strategy's own gradient norm (DeepSpeed's global norm, fsdp2's reduced DTensor) is DDP's too.
+    compared = CliRunner().invoke(
+        cli,
+        ["parity", "compare", str(BASELINES / f"{preset}.cpu-cpu.json"), str(out), "--band", str(band_path(preset, "fp32"))],
+    )
+    assert compared.exit_code == 0, compared.output
+    assert compared.output.strip().splitlines()[-1].startswith(
+        "within the band: 30 steps of loss, gradient norm, learning rate;"
+    )
 
 
 @pytest.mark.parametrize("strategy", sorted(STRATEGY_STATE))
