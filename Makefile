@@ -11,7 +11,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export HF_DATASETS_OFFLINE := 1
 
-.PHONY: demo test test-compat lint bench venv clean mutation
+.PHONY: demo test test-compat test-gpu lint bench venv clean mutation
 
 venv: $(DEEPSPEED_STAMP)
 
@@ -50,6 +50,13 @@ test: $(DEEPSPEED_STAMP)
 COMPAT_TORCH ?= 2.6.0 2.7.1 2.8.0 2.11.0 2.15.0
 test-compat: $(STAMP)
 	$(BIN)/python tools/compat.py $(COMPAT_TORCH)
+
+# The lane for a lent GPU machine (tools/gpu_lane.py, docs/gpu-lane.md): the machine's own python and torch, no venv
+# and no download; portlayer installed without dependencies, with the wheels of what the machine lacks from
+# WHEELS (`make test-gpu WHEELS=../wheels`); the suite with CUDA visible, then the CUDA-only checks. Not part
+# of `make test`. `make test-gpu GPU_LANE=--dry-run` says what it would run, on a machine without CUDA.
+test-gpu:
+	$(PYTHON) tools/gpu_lane.py $(if $(WHEELS),--wheels $(WHEELS)) $(GPU_LANE)
 
 # Mutation testing (cosmic-ray) of the modules listed in tools/mutation.py; not part of `make test`.
 # `make mutation MUTATION_TARGETS="compare shell"` runs some; an interrupted run resumes where it stopped.

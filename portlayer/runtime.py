@@ -7,10 +7,11 @@ After binding, `portlayer.synchronize` *is* `torch.npu.synchronize` (or a host s
 from __future__ import annotations
 
 import atexit
+import functools
 import sys
 from typing import Any
 
-from portlayer import amp, determinism, reducers
+from portlayer import amp, determinism, rank_device, reducers
 from portlayer.api import MIRRORED
 from portlayer.backends import Backend
 from portlayer.selection import Selection, select
@@ -112,6 +113,9 @@ def build(selection: Selection) -> dict[str, Any]:
     api = _mirrored(backend, module)
     api.update(amp.build(backend))
     api.update(_devices(backend, api["current_device"]))
+    if backend.is_accelerator:
+        index_of = functools.partial(_index, current_device=api["current_device"])
+        api["set_device"] = rank_device.checked(backend, api["set_device"], api["device_count"], index_of)
 
     def set_deterministic(on: bool = True, warn_only: bool = False) -> None:
         determinism.set_deterministic(backend, on, warn_only)

@@ -62,7 +62,8 @@ def environment(vendor: str, base: dict | None = None, *, devices: int = 2, auto
         for k, v in (os.environ if base is None else base).items()
         if k != "PORTLAYER_BACKEND" and not k.startswith("FAKE_")
     }
-    existing = [entry for entry in env.get("PYTHONPATH", "").split(os.pathsep) if entry]
+    # Another stand-in on the caller's path (PORTLAYER_TESTS_ACCELERATOR, tests/accelerator.py) is left out.
+    existing = [entry for entry in env.get("PYTHONPATH", "").split(os.pathsep) if entry and not entry.startswith(str(FAKE_PLUGINS))]
     entry_points = [str(AUTOLOADED[vendor])] if autoload else []
     env["PYTHONPATH"] = os.pathsep.join([*entry_points, *plugin_path(vendor), str(REPO), *existing])
     env[f"FAKE_{vendor.upper()}_DEVICE_COUNT"] = str(devices)

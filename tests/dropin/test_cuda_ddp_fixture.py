@@ -11,6 +11,7 @@ import sys
 
 import pytest
 
+from tests import accelerator
 from tests.example_reference import REPO, STEPS, WORLD_SIZE, reference_losses
 from tests.processes import HUNG_S
 
@@ -28,7 +29,8 @@ def dropin_script(tmp_path_factory):
 
 def test_trains_under_torchrun_with_gloo_and_matches_plain_torch(dropin_script, tmp_path):
     losses_out = tmp_path / "losses.json"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PORTLAYER_", "FAKE_"))}
+    # Two gloo ranks on a host without accelerators (one GPU has no second device for rank 1).
+    env = accelerator.hidden({k: v for k, v in os.environ.items() if not k.startswith(("PORTLAYER_", "FAKE_"))})
     env.update(PYTHONPATH=str(REPO), OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
     result = subprocess.run(
         [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={WORLD_SIZE}",

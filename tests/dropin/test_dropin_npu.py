@@ -71,7 +71,10 @@ print(json.dumps(out))
 
 @pytest.fixture(scope="module")
 def npu():
-    return fresh_process_json(SCRIPT, env={"PORTLAYER_BACKEND": "npu"})
+    # An Ascend host: its two npu devices and no CUDA one (on a GPU host, torch.cuda would answer for the GPU).
+    # The vendor's own variable wins over the CUDA one portlayer would carry over.
+    hosts = {"CUDA_VISIBLE_DEVICES": "", "ASCEND_RT_VISIBLE_DEVICES": "0,1"}
+    return fresh_process_json(SCRIPT, env={"PORTLAYER_BACKEND": "npu", **hosts})
 
 
 def test_torch_and_torch_cuda_are_left_as_they_were(npu):
@@ -100,6 +103,7 @@ def test_factories_to_and_cuda_send_npu_devices_to_torch(npu):
 
 def test_torch_cuda_calls_reach_torch_npu(npu):
     assert npu["device_module_calls"] == [
+        ["device_count", []],  # set_device checks the index is visible first (portlayer/rank_device.py)
         ["set_device", ["1"]],
         ["synchronize", []],
         ["manual_seed", ["3"]],

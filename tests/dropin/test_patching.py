@@ -7,6 +7,7 @@ import torch
 
 import portlayer
 from portlayer.dropin.patches import PATCHES
+from tests.processes import run_python
 
 _ABSENT = object()
 
@@ -98,8 +99,10 @@ def test_torch_itself_is_not_patched(dropin):
     `torch.cuda.is_available()` keeps telling the truth."""
     assert not [name for name, value in vars(torch).items() if from_portlayer(value)]
     assert not [name for name, value in vars(torch.cuda).items() if from_portlayer(value)]
-    assert not torch.cuda.is_available()
     assert torch.cuda.is_available is not dropin.cuda.is_available
+    # The answer of a process of this environment that never imported portlayer.
+    untouched = run_python("import torch; print(torch.cuda.is_available())", fake_plugins=False)
+    assert untouched.stdout.split() == [str(torch.cuda.is_available())]
 
 
 def test_each_patch_wears_the_name_and_doc_of_what_it_replaces(dropin):

@@ -24,7 +24,7 @@ from click.testing import CliRunner
 
 from portlayer.cli import cli
 from portlayer.train.process_group import ProcessGroup
-from tests import fake_device
+from tests import accelerator, fake_device
 from tests.processes import HUNG_S
 
 PROGRAMS = Path(__file__).resolve().parent / "programs"
@@ -67,8 +67,8 @@ def through_dropin(path: Path) -> None:
 
 
 def _host(base: dict) -> dict:
-    """This machine as it is: no accelerator, so portlayer selects the cpu."""
-    return {k: v for k, v in base.items() if not k.startswith(("PORTLAYER_", "FAKE_"))}
+    """A host without accelerators (devices hidden on a GPU host, tests/accelerator.py): portlayer selects the cpu."""
+    return accelerator.hidden({k: v for k, v in base.items() if not k.startswith(("PORTLAYER_", "FAKE_"))})
 
 
 @dataclass(frozen=True)

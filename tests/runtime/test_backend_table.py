@@ -6,6 +6,7 @@ import pytest
 from portlayer.backends import BY_NAME, DIST_BACKEND_BY_DEVICE, IN_TREE, PROBE_ORDER
 from portlayer.errors import PortlayerError
 from portlayer.selection import select
+from tests.accelerator import selected_without_accelerators
 
 EXPECTED = {
     # name: (collective, visible-devices variable, vendor plugin)
@@ -118,9 +119,8 @@ def test_a_plugin_named_by_a_dotted_module_whose_package_is_missing_is_reported_
     )
 
 
-def test_every_plugin_is_probed_and_reported_missing_on_this_host(monkeypatch):
-    monkeypatch.delenv("PORTLAYER_BACKEND", raising=False)
-    details = {probe.backend: probe.detail for probe in select().probes}
+def test_every_plugin_is_probed_and_reported_missing_on_a_host_without_accelerators():
+    details = {backend: detail for backend, (_, detail) in selected_without_accelerators()["probes"].items()}
     assert details["hpu"] == "habana_frameworks.torch is not installed"
     assert details["sdaa"] == "torch_sdaa is not installed"
     assert details["supa"] == "torch_supa is not installed"

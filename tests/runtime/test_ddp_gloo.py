@@ -1,4 +1,5 @@
-"""Two processes, the collective portlayer picks, a real DistributedDataParallel step."""
+"""Two processes, the collective portlayer picks, a real DistributedDataParallel step, on a host without
+accelerators (gloo): two ranks need two devices, which a host with one GPU does not have."""
 
 import torch
 import torch.distributed as dist
@@ -36,7 +37,7 @@ def _train_one_step(rank: int, init_file: str, out_dir: str) -> None:
     dist.destroy_process_group()
 
 
-def test_ddp_step_with_portlayers_collective_averages_gradients_across_ranks(tmp_path):
+def test_ddp_step_with_portlayers_collective_averages_gradients_across_ranks(tmp_path, without_accelerators):
     mp.spawn(_train_one_step, args=(str(tmp_path / "init"), str(tmp_path)), nprocs=WORLD_SIZE, join=True)
     states = [torch.load(tmp_path / f"rank{rank}.pt") for rank in range(WORLD_SIZE)]
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import accelerator
 from tests.processes import HUNG_S
 
 REPO = Path(__file__).resolve().parents[2]
@@ -18,7 +19,8 @@ PROGRAM = Path(__file__).with_name("programs") / "ddp_never_freed.py"
 
 
 def torchrun(way: str) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PORTLAYER_", "FAKE_"))}
+    # Two gloo ranks on a host without accelerators (one GPU has no second device for rank 1).
+    env = accelerator.hidden({k: v for k, v in os.environ.items() if not k.startswith(("PORTLAYER_", "FAKE_"))})
     env.update(PYTHONPATH=str(REPO), OMP_NUM_THREADS="1")
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
     return subprocess.run(

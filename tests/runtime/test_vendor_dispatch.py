@@ -140,7 +140,8 @@ def test_probing_prefers_a_vendor_plugin_over_cuda_and_stops_at_the_first_with_a
 
 
 def test_a_plugin_that_sees_no_device_or_fails_to_load_is_skipped(in_fresh_process):
-    run = in_fresh_process(PROBE, env={"FAKE_NPU_DEVICE_COUNT": "0"})
+    # No CUDA device either, which the probe would find next on a GPU host.
+    run = in_fresh_process(PROBE, env={"FAKE_NPU_DEVICE_COUNT": "0", "CUDA_VISIBLE_DEVICES": ""})
     assert run["probes"][0] == ["npu", False, "no device visible"]
     # torch has one privateuse1 slot: once torch_npu took it, torch_musa cannot register. The probe
     # reports that and moves on instead of crashing.

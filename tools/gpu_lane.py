@@ -1,0 +1,184 @@
+"""The lane for a lent GPU machine (`make test-gpu`, issue 29): the whole suite on CUDA, then the CUDA-only checks.
+
+    python3 tools/gpu_lane.py [--wheels DIR] [--out DIR] [--dry-run]
+
+It uses the machine's own torch (no venv, no pinned cpu torch) and downloads nothing: the wheels in `--wheels
+DIR` (what the machine lacks: transformers, tokenizers, libcst, regex, datasets, dill, multiprocess, …, and a
+portlayer wheel if one is there) are installed with `pip --no-index --no-deps`, then portlayer itself, editable,
+without dependencies, unless its wheel was among them. Then, each step timed:
+
+1. the suite, in parallel (`pytest -n auto`), with CUDA visible: the tests that mean a host without
+   accelerators hide the devices themselves (tests/accelerator.py);
+2. the bundled example as written, migrated neutral and torch, and through the drop-in: bitwise equal losses
+   (tools/example_forms.py);
+3. a parity run of each tiny preset compared at rtol 1e-5 with its H200 file, reference_train/baselines/
+   <preset>.cuda-h200.json, run as it was recorded (1 rank, --grad-accum 2, 30 steps); a preset without a
+   committed file is skipped with a line that says so;
+4. each strategy on one GPU where it can run (the ZeRO ones need DeepSpeed);
+5. the trainer's throughput: gpt2, bf16, 16 x 1024 tokens a step, 40 steps (tokens/s in the run file).
+
+Target: 8 minutes on a 16-core machine with one GPU; the total is printed against it. `--dry-run` (a machine
+without CUDA) says what it would install and run, and which checks it skips, and runs nothing. Exit 0 when
+every step passed, 1 when one failed, 2 on unusable input (no CUDA without --dry-run, a missing --wheels folder).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import shlex
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+BASELINES = REPO / "reference_train" / "baselines"
+TINY_PRESETS = ("gpt2-tiny", "bert-base-uncased-tiny", "mixtral-8x7b-tiny")
+# As the H200 files were recorded (their README): one GPU, the 2-rank global batch by accumulation.
+PARITY = ("--nproc", "1", "--grad-accum", "2", "--steps", "30")
+ONE_GPU_STRATEGIES = ("ddp", "fsdp2")
+DEEPSPEED_STRATEGIES = ("zero1", "zero2", "zero3")
+# What the suite and the checks import beyond torch: the machine's own, or a wheel in --wheels.
+NEEDED = ("pytest", "xdist", "click", "transformers", "tokenizers", "libcst", "datasets", "numpy")
+TARGET_S = 8 * 60
+
+
+@dataclass(frozen=True)
+class Step:
+    name: str
+    command: tuple[str, ...]
+    cuda_only: bool = True
+    # Why this step cannot run on this machine (printed instead of running it), or None.
+    skip: str | None = None
+
+
+def portlayer(*args: str) -> tuple[str, ...]:
+    return (sys.executable, "-m", "portlayer", *args)
+
+
+def install_steps(wheels: Path | None) -> list[Step]:
+    pip = (sys.executable, "-m", "pip", "install", "--no-index", "--no-deps", "--disable-pip-version-check")
+    files = sorted(str(p) for p in wheels.iterdir() if p.suffix == ".whl") if wheels else []
+    steps = [Step("install the carried wheels", (*pip, *files), cuda_only=False)] if files else []
+    if not any(Path(name).name.startswith("portlayer-") for name in files):
+        steps.append(Step("install portlayer", (*pip, "--no-build-isolation", "-e", str(REPO)), cuda_only=False))
+    return steps
+
+
+def parity_steps(out: Path) -> list[Step]:
+    steps = []
+    for preset in TINY_PRESETS:
+        baseline = BASELINES / f"{preset}.cuda-h200.json"
+        skip = None if baseline.is_file() else f"no {baseline.relative_to(REPO)} committed"
+        run = out / f"{preset}.cuda.json"
+        # One step: the run, then its comparison (a shell `&&`, so that the lane's log shows both commands).
+        command = (*portlayer("parity", "run", "--preset", preset, *PARITY, "--out", str(run)),)
+        compare = portlayer("parity", "compare", str(baseline), str(run), "--rtol", "1e-5")
+        steps.append(Step(f"parity {preset} vs H200", ("sh", "-c", f"{shlex.join(command)} && {shlex.join(compare)}"),
+                          skip=skip))  # fmt: skip
+    return steps
+
+
+def strategy_steps(out: Path) -> list[Step]:
+    has_deepspeed = importlib.util.find_spec("deepspeed") is not None
+    steps = []
+    for strategy in ONE_GPU_STRATEGIES + DEEPSPEED_STRATEGIES:
+        skip = None
+        if strategy in DEEPSPEED_STRATEGIES and not has_deepspeed:
+            skip = "DeepSpeed is not installed (carry its build in --wheels)"
+        command = portlayer("parity", "run", "--preset", "gpt2-tiny", "--nproc", "1", "--steps", "5",
+                            "--strategy", strategy, "--out", str(out / f"strategy-{strategy}.json"))  # fmt: skip
+        steps.append(Step(f"strategy {strategy} on one GPU", command, skip=skip))
+    return steps
+
+
+def plan(wheels: Path | None, out: Path) -> list[Step]:
+    suite = Step("the suite, CUDA visible", (sys.executable, "-m", "pytest", "-q", "-n", "auto", "--dist", "loadgroup",
+                 "-p", "no:randomly"),
+                 cuda_only=False)  # fmt: skip
+    example = Step("the example in four forms", (sys.executable, str(REPO / "tools" / "example_forms.py")))
+    throughput = Step("trainer throughput, gpt2 bf16", (sys.executable, "-m", "portlayer.train", "--preset", "gpt2",
+                      "--precision", "bf16", "--steps", "40", "--out", str(out / "gpt2-bf16-throughput.json")))  # fmt: skip
+    return [*install_steps(wheels), suite, example, *parity_steps(out), *strategy_steps(out), throughput]
+
+
+def cuda_devices() -> list[str]:
+    """The CUDA devices the machine's torch sees (none where torch or CUDA is missing)."""
+    try:
+        import torch
+    except ImportError:
+        return []
+    if not torch.cuda.is_available():
+        return []
+    return [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+
+
+def describe_machine() -> list[str]:
+    try:
+        import torch
+
+        lines = [f"torch {torch.__version__} at {Path(torch.__file__).parent} (the machine's own)"]
+    except ImportError:
+        lines = ["torch: not installed (the lane uses the machine's own)"]
+    devices = cuda_devices()
+    lines.append(f"CUDA devices: {', '.join(devices) if devices else 'none'}")
+    missing = [name for name in NEEDED if importlib.util.find_spec(name) is None]
+    if missing:
+        lines.append(f"not installed here: {', '.join(missing)} (carry their wheels: --wheels DIR)")
+    return lines
+
+
+def run(step: Step, env: dict) -> tuple[bool, float]:
+    start = time.monotonic()
+    status = subprocess.run(step.command, cwd=REPO, env=env).returncode
+    return status == 0, time.monotonic() - start
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--wheels", type=Path, help="a folder of wheels to install first (--no-index --no-deps)")
+    parser.add_argument("--out", type=Path, default=REPO / "gpu-lane", help="run files go here [gpu-lane/]")
+    parser.add_argument("--dry-run", action="store_true", help="say what would run; run nothing")
+    args = parser.parse_args(argv)
+    if args.wheels is not None and not args.wheels.is_dir():
+        print(f"gpu_lane: error: --wheels {args.wheels}: no such folder", file=sys.stderr)
+        return 2
+    if not args.dry_run and not cuda_devices():
+        print("gpu_lane: error: no CUDA device on this machine; --dry-run says what the lane would run", file=sys.stderr)
+        return 2
+    for line in describe_machine():
+        print(line)
+    return execute(plan(args.wheels, args.out), args.out, args.dry_run)
+
+
+def execute(steps: list[Step], out: Path, dry_run: bool) -> int:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+    env.pop("PORTLAYER_BACKEND", None)  # the probe finds CUDA, as a user's run does
+    if not dry_run:
+        out.mkdir(parents=True, exist_ok=True)
+    failed, total = [], 0.0
+    for step in steps:
+        print(f"== {step.name}: {shlex.join(step.command)}", flush=True)
+        if step.skip or (dry_run and step.cuda_only):
+            print(f"   skipped: {step.skip or 'dry run, no CUDA device'}")
+            continue
+        if dry_run:
+            print("   would run (dry run)")
+            continue
+        ok, seconds = run(step, env)
+        total += seconds
+        print(f"   {'passed' if ok else 'FAILED'} in {seconds:.0f} s", flush=True)
+        if not ok:
+            failed.append(step.name)
+    if dry_run:
+        print(f"dry run: {len(steps)} steps planned, nothing run")
+        return 0
+    print(f"total {total:.0f} s (target {TARGET_S} s); failed: {', '.join(failed) or 'none'}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
