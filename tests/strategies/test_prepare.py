@@ -220,6 +220,9 @@ def test_the_zero_engine_reduces_and_steps_itself_in_backward(tmp_path):
         def step(self):
             self.calls.append(("step",))
 
+        def get_global_grad_norm(self):
+            return 0.5
+
         def save_checkpoint(self, folder, tag, save_latest):
             self.calls.append(("save", folder, tag, save_latest))
 
@@ -231,7 +234,8 @@ def test_the_zero_engine_reduces_and_steps_itself_in_backward(tmp_path):
     parallel = ZeroParallel(engine, torch.nn.Linear(2, 1), None, None, setup(group=object()))
     assert parallel.accumulating(last=False) is not None
     parallel.backward("loss")
-    parallel.step()  # nothing left to do
+    # nothing left to do but read the norm the engine computed before clipping in its step
+    assert parallel.step() == 0.5
     assert engine.calls == [("backward", "loss"), ("step",)]
     parallel.save(tmp_path, rank=1)
     assert engine.calls[-1] == ("save", str(tmp_path), CHECKPOINT_TAG, False)
