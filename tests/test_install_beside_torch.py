@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 import venv
@@ -48,7 +49,12 @@ def wheelhouse(tmp_path_factory) -> Path:
     """portlayer's wheel, built from this checkout with this environment's setuptools (torch requires it); no
     download, so that the test runs where there is no network (a GPU host)."""
     folder = tmp_path_factory.mktemp("wheelhouse")
-    built = pip("wheel", "--no-deps", "--no-build-isolation", "-q", "-w", folder, ROOT)
+    # Built from a copy: setuptools builds in the source tree's build/, which the checkout must not share with
+    # whatever else runs beside the test (seen: a build that lost build/lib/portlayer/migrate mid-copy).
+    source = tmp_path_factory.mktemp("source") / "portlayer"
+    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(
+        ".git", ".venv*", ".whl", "build", "*.egg-info", "__pycache__", "tests", "runs", "gpu-lane"))
+    built = pip("wheel", "--no-deps", "--no-build-isolation", "-q", "-w", folder, source)
     assert built.returncode == 0, built.stderr[-3000:]
     return folder
 
