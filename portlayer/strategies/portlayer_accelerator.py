@@ -18,6 +18,11 @@ import portlayer
 from portlayer.backends import Backend
 
 
+def _tensor_type(dtype: torch.dtype) -> property:
+    """`accelerator.FloatTensor([1.0])`: a tensor of `dtype` on the accelerator's device."""
+    return property(lambda self: functools.partial(torch.tensor, dtype=dtype, device=self._name))
+
+
 class PortlayerAccelerator(DeepSpeedAccelerator):
     """DeepSpeed's accelerator interface over portlayer's API (the calls torch.cuda's names mirror) and the
     backend record (name, collective, visible-devices and launcher variables, dtypes it lacks). No compiled
@@ -193,36 +198,13 @@ class PortlayerAccelerator(DeepSpeedAccelerator):
         return None
 
     # Tensor constructors on this device (DeepSpeed calls them like the legacy torch.cuda.FloatTensor).
-    @property
-    def BFloat16Tensor(self):
-        return self._tensor(torch.bfloat16)
-
-    @property
-    def ByteTensor(self):
-        return self._tensor(torch.uint8)
-
-    @property
-    def DoubleTensor(self):
-        return self._tensor(torch.float64)
-
-    @property
-    def FloatTensor(self):
-        return self._tensor(torch.float32)
-
-    @property
-    def HalfTensor(self):
-        return self._tensor(torch.float16)
-
-    @property
-    def IntTensor(self):
-        return self._tensor(torch.int32)
-
-    @property
-    def LongTensor(self):
-        return self._tensor(torch.int64)
-
-    def _tensor(self, dtype):
-        return functools.partial(torch.tensor, dtype=dtype, device=self._name)
+    BFloat16Tensor = _tensor_type(torch.bfloat16)
+    ByteTensor = _tensor_type(torch.uint8)
+    DoubleTensor = _tensor_type(torch.float64)
+    FloatTensor = _tensor_type(torch.float32)
+    HalfTensor = _tensor_type(torch.float16)
+    IntTensor = _tensor_type(torch.int32)
+    LongTensor = _tensor_type(torch.int64)
 
     def on_accelerator(self, tensor):
         return tensor.device.type == self._name
