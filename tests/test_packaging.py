@@ -116,3 +116,5 @@ def test_committed_baselines_are_found_through_the_installed_package():
 
     assert sorted(path.name for path in BASELINES.glob("*.cpu-cpu.json")) == [
         "bert-base-uncased-tiny.cpu-cpu.json", "gpt2-tiny.cpu-cpu.json", "mixtral-8x7b-tiny.cpu-cpu.json"]
+    # The NVIDIA H200's runs of every preset, fp32 and bf16 (reference_train/baselines/README.md).
+    assert len(list(BASELINES.glob("*.cuda-h200.json"))) == len(list(BASELINES.glob("*.cuda-h200-bf16.json"))) == 6

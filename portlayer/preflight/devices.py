@@ -37,7 +37,7 @@ DEVICES = {device.name: device for device in (
     # Moore Threads MTT S4000: 48 GB GDDR6.
     Device("s4000", "Moore Threads MTT S4000", 48 * GiB, "musa"),
     # NVIDIA A100 40GB / 80GB, H100 80GB and H200 141GB (nvidia-smi shows 40960 / 81920 / 81559 / 143771 MiB;
-    # the H200's is the reading beside the H200 run files: tests/preflight/data/h200/README.md).
+    # the H200's is the reading beside the H200 run files: reference_train/baselines/README.md).
     Device("a100-40gb", "NVIDIA A100 40GB", 40 * GiB, "cuda", (8, 0)),
     Device("a100-80gb", "NVIDIA A100 80GB", 80 * GiB, "cuda", (8, 0)),
     Device("h100-80gb", "NVIDIA H100 80GB", 81559 * (1 << 20), "cuda", (9, 0)),

@@ -1,18 +1,19 @@
-"""Where the tests' data lie: real public logs (data/logs/README.md), the H200 runs (data/h200/README.md), the
-committed bands and the perturbed runs they were measured from (data/band-references/README.md)."""
+"""Where the tests' data lie: real public logs (data/logs/README.md), the H200 runs (committed baselines:
+reference_train/baselines/README.md), the committed bands and the perturbed runs they were measured from
+(data/band-references/README.md)."""
 
 from pathlib import Path
 
 from portlayer.train.band import BANDS
+from portlayer.train.runfile import BASELINES
 
 DATA = Path(__file__).parent / "data"
 LOGS = DATA / "logs"
-H200 = DATA / "h200"
 
 
 def h200_run(preset: str, precision: str) -> Path:
     """The H200's run of a tiny preset in fp32 or bf16."""
-    return H200 / (f"{preset}.cuda-h200.json" if precision == "fp32" else f"{preset}.cuda-h200-bf16.json")
+    return BASELINES / (f"{preset}.cuda-h200.json" if precision == "fp32" else f"{preset}.cuda-h200-bf16.json")
 
 
 def band_path(preset: str, precision: str) -> Path:

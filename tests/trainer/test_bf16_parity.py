@@ -1,4 +1,4 @@
-"""bf16 parity runs on the cpu against the H200's (tests/parity/data/h200/), judged by the committed bands:
+"""bf16 parity runs on the cpu against the H200's (reference_train/baselines/), judged by the committed bands:
 as run files, and as trainer_state.json files with no portlayer metadata, the band from its file or from
 `parity band --runs` over the perturbed runs it was measured from."""
 

@@ -4,8 +4,9 @@ import math
 import pytest
 
 from portlayer.train import runfile
+from portlayer.train.presets import PRESETS, get_preset
 from tests.run_files import read_as_older_file, synthetic_run
-from tests.trainer.helpers import TINY_PRESETS, baseline
+from tests.trainer.helpers import BASELINES, TINY_PRESETS, baseline
 
 
 def minimal_run(steps=2):
@@ -140,3 +141,17 @@ def test_committed_baselines_are_valid_and_named_by_their_content(preset):
     assert (metadata["strategy"], metadata["schedule_steps"]) == ("ddp", metadata["steps"])
     losses = [step["loss"] for step in run["steps"]]
     assert losses[-1] < losses[0] - 0.5, "a parity preset must move the loss"
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+@pytest.mark.parametrize("preset", list(PRESETS))
+def test_the_h200_files_are_valid_parity_runs_at_the_global_batch_of_two_gpus(preset, precision):
+    """Every preset has its H200 run in fp32 and bf16, named by its content (`-bf16` for bf16), recorded as their
+    README says: 1 rank x 2 micro-batches of the preset's batch, in parity mode, 30 steps tiny and 50 full-size."""
+    run = runfile.read_run(BASELINES / f"{preset}.cuda-h200{'' if precision == 'fp32' else '-bf16'}.json")
+    metadata = run["metadata"]
+    assert (run["preset"], metadata["backend"], metadata["device_name"]) == (preset, "cuda", "NVIDIA H200")
+    assert (metadata["precision"], metadata["parity"], metadata["tf32"]) == (precision, True, False)
+    assert (metadata["world_size"], metadata["grad_accum"]) == (1, 2)
+    assert metadata["global_batch"] == 2 * get_preset(preset).per_device_batch
+    assert len(run["steps"]) == metadata["steps"] == (30 if preset.endswith("-tiny") else 50)
