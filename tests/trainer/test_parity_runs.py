@@ -1,4 +1,4 @@
-"""`portlayer parity run`: 2-process gloo jobs through torchrun, held to the committed cpu baselines.
+"""`portlayer parity run`: 2-process gloo jobs through torchrun, held to the committed cpu and H200 baselines.
 
 These launch real process groups, so they are few and short (tiny models, 30 steps, 64 tokens).
 """
@@ -32,13 +32,17 @@ def test_two_process_run_matches_the_committed_baseline(tmp_path, preset):
         "world_size",
     ):
         assert actual["metadata"][key] == expected["metadata"][key], key
-    # The same run against the H200's (1 rank x 2 micro-batches: the same global batch), judged by the
-    # committed fp32 band: the loss and the learning rate (the H200 file predates gradient norms).
-    compared = CliRunner().invoke(
-        cli, ["parity", "compare", str(h200_run(preset, "fp32")), str(out), "--band", str(band_path(preset, "fp32"))]
-    )
-    assert compared.exit_code == 0, compared.output
-    assert compared.output.strip().splitlines()[-1].startswith("within the band: 30 steps of loss, learning rate;")
+    # The same run against the H200's (1 rank x 2 micro-batches: the same global batch): fp32 parity across
+    # devices at the default rtol 1e-5 (measured 1e-7: docs/parity.md), and within the committed fp32 band, which
+    # judges the loss and the learning rate (the H200 file predates gradient norms).
+    h200 = h200_run(preset, "fp32")
+    assert max_relative_difference(runfile.read_run(h200), actual) < RTOL
+    at_rtol = CliRunner().invoke(cli, ["parity", "compare", str(h200), str(out)])
+    assert at_rtol.exit_code == 0, at_rtol.output
+    assert at_rtol.output.strip().splitlines()[-1].startswith("parity OK: 30 steps within rtol 1e-05;")
+    banded = CliRunner().invoke(cli, ["parity", "compare", str(h200), str(out), "--band", str(band_path(preset, "fp32"))])
+    assert banded.exit_code == 0, banded.output
+    assert banded.output.strip().splitlines()[-1].startswith("within the band: 30 steps of loss, learning rate;")
 
 
 def test_a_killed_run_resumes_to_the_uninterrupted_losses(tmp_path):
