@@ -21,6 +21,7 @@ PARITY_SUBCOMMANDS = {
     "dump": ("portlayer.train.locate.cli", "dump", "train"),
     "diff": ("portlayer.train.locate.cli", "diff", "train"),
     "band": ("portlayer.train.band_cli", "band", "train"),
+    "check": ("portlayer.train.parity_check", "check", "train"),
 }
 
 EXIT_DIVERGED = 1

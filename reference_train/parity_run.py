@@ -65,11 +65,12 @@ def trainer_arguments(preset: str, steps: int | None, out: Path, extra: tuple[st
     return arguments + list(extra)
 
 
-def check_trainer_arguments(arguments: list[str]) -> None:
-    """Parse the trainer's arguments as the ranks will, so a misspelt option fails here, before torchrun."""
+def check_trainer_arguments(arguments: list[str], command: str = "portlayer parity run") -> click.Context:
+    """Parse the trainer's arguments as the ranks will, so a misspelt option fails here, before torchrun; the
+    parsed context (which options were given, their values)."""
     from portlayer.train.__main__ import main as trainer
 
-    trainer.make_context("portlayer parity run", list(arguments))
+    return trainer.make_context(command, list(arguments))
 
 
 def check_writable(out: Path) -> None:
