@@ -29,29 +29,30 @@ class PlainTorchStep:
         options = reference.options
         self.options, self.model, self.blocks, self.order = options, reference.model, reference.blocks, reference.order
         self.device = torch.device("cpu")
-        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=options.lr, weight_decay=options.preset.weight_decay)
+        self.optimizer = torch.optim.AdamW(
+            self.model.parameters(), lr=options.lr, weight_decay=options.preset.weight_decay, fused=True
+        )
         self.scheduler = get_cosine_schedule_with_warmup(self.optimizer, options.warmup_steps, options.steps)
         self.scaler = torch.amp.GradScaler("cpu", enabled=False)
 
-    def __call__(self, step: int) -> tuple[float, int, float]:
+    def __call__(self, step: int) -> tuple[torch.Tensor, int, torch.Tensor]:
         options, model, scaler = self.options, self.model, self.scaler
         micro = options.per_device_batch
         self.optimizer.zero_grad(set_to_none=True)
         first = (step - 1) * micro
-        batch = {
-            k: v.to(self.device) for k, v in data.train_batch(self.blocks, self.order, first, micro, options.seed).items()
-        }
+        host = data.train_batch(self.blocks, self.order, first, micro, options.seed)
+        tokens = int(host["attention_mask"].sum())
+        batch = {k: v.to(self.device) for k, v in host.items()}
         with torch.autocast("cpu", enabled=False, dtype=torch.float32):
             loss = model(**batch).loss
         scaler.scale(loss / options.grad_accum).backward()
-        loss_sum = loss.detach().float().item()
-        tokens = int(batch["attention_mask"].sum())
+        losses = torch.stack([loss.detach().float()])
         scaler.unscale_(self.optimizer)
         grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), options.preset.max_grad_norm)
         scaler.step(self.optimizer)
         scaler.update()
         self.scheduler.step()
-        return loss_sum, tokens, float(grad_norm)
+        return losses, tokens, grad_norm
 
 
 def timed_plain_step(step: PlainTorchStep, index: int) -> float:

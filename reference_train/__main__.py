@@ -65,6 +65,12 @@ def parse_fault(ctx, param, value):
     "--tf32/--no-tf32", default=False, show_default=True, help="Allow TF32 matmuls (never in parity mode)."
 )
 @click.option(
+    "--compile/--no-compile",
+    default=False,
+    show_default=True,
+    help="torch.compile the model: faster steps after a first one that compiles (parity runs too, if asked).",
+)
+@click.option(
     "--parity/--no-parity",
     default=False,
     show_default=True,

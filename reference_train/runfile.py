@@ -71,6 +71,9 @@ METADATA = (
     Field("strategy", TEXT, older=_absent("ddp")),  # every run before strategies trained with DDP
     Field("strategy_engine", TEXT, nullable=True, older=_absent(None)),
     Field("tf32", FLAG),
+    Field("compile", FLAG, older=_absent(False)),  # torch.compile of the model (`--compile`)
+    # torch's AdamW and its implementation: "AdamW" (torch's default for the device), "AdamW (fused)", "… (foreach)".
+    Field("optimizer", TEXT, older=_absent("AdamW")),
     Field("deterministic", FLAG),
     Field("seed", WHOLE),
     Field("parity", FLAG),

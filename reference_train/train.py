@@ -29,6 +29,7 @@ from portlayer.precision import PRECISIONS
 from portlayer.progress import terminal_bar
 from portlayer.strategies.parallel import Parallel, Setup
 from portlayer.train import checkpoint, data, runfile
+from portlayer.train.batches import MicroBatches
 from portlayer.train.presets import (
     DROPOUT_FIELD,
     Preset,
@@ -38,6 +39,7 @@ from portlayer.train.presets import (
     read_override_file,
 )
 from portlayer.train.progress import STEP_EVENTS_ENV, step_event
+from portlayer.train.step_records import StepWindow
 
 STARTUP_TIMEOUT = timedelta(minutes=30)
 # Config keys that describe the software or the checkpoint, not the experiment.
@@ -61,6 +63,7 @@ class Options:
     precision: str = "fp32"
     strategy: str = strategies.DEFAULT
     tf32: bool = False
+    compile: bool = False  # torch.compile the model (parity runs stay eager unless asked)
     parity: bool = False
     keep_dropout: bool = False
     perturb_init: int = 0  # seed of the one-ulp moves of the initial weights; 0: none
@@ -196,6 +199,16 @@ class Logger:
         self.bar = terminal_bar(
             enabled=self.active, total=options.steps, initial=first_step - 1, desc=options.preset.name, unit="step"
         )
+        # How often the loop reads its steps from the device (step_records.py): every step where a bar or the
+        # launcher follows each one, else every `log_every` steps. Every rank reads at the same steps (a read is
+        # a collective), so they agree on it once, here.
+        (follows_each_step,) = world.all_reduce([float(self.bar is not None or self.step_events)],
+                                                op=dist.ReduceOp.MAX)  # fmt: skip
+        self.read_every = 1 if follows_each_step else options.log_every
+
+    def wants(self, step: int) -> bool:
+        """Whether the loop reads its steps at step `step` (besides the first, the last and checkpoints)."""
+        return bool(self.read_every) and step % self.read_every == 0
 
     def info(self, message: str) -> None:
         if not self.active:
@@ -248,6 +261,7 @@ class TrainingStep:
     parallel: Parallel
     blocks: data.Blocks
     order: data.Order
+    batches: MicroBatches
 
     @classmethod
     def build(cls, options: Options, world: World, device: torch.device, model, blocks, order) -> TrainingStep:
@@ -258,7 +272,10 @@ class TrainingStep:
             group=world.group if world.distributed else None,
             device=device,
             make_optimizer=lambda parameters: torch.optim.AdamW(
-                parameters, lr=options.lr, weight_decay=options.preset.weight_decay
+                parameters,
+                lr=options.lr,
+                weight_decay=options.preset.weight_decay,
+                **optimizer_implementation(options.parity),
             ),
             make_scheduler=lambda optimizer: get_cosine_schedule_with_warmup(
                 optimizer, options.warmup_steps, options.schedule
@@ -269,7 +286,11 @@ class TrainingStep:
             precision=options.precision,
         )
         parallel = strategies.prepare(strategies.get_strategy(options.strategy), model, setup)
-        return cls(options, world, device, parallel, blocks, order)
+        batches = MicroBatches(
+            blocks, order, micro=options.per_device_batch, rank=world.rank, world_size=world.size,
+            seed=options.seed, device=device, total=options.steps * options.grad_accum,
+        )  # fmt: skip
+        return cls(options, world, device, parallel, blocks, order, batches)
 
     @property
     def model(self) -> torch.nn.Module:
@@ -280,26 +301,38 @@ class TrainingStep:
     def scheduler(self):
         return self.parallel.scheduler
 
-    def __call__(self, step: int) -> tuple[float, int, float]:
-        """Optimizer step `step` (from 1): this rank's loss summed over its micro-batches, its tokens, and the
-        total gradient norm before clipping (the same on every rank)."""
-        options, world, parallel = self.options, self.world, self.parallel
-        micro = options.per_device_batch
-        loss_sum, tokens = 0.0, 0
+    def __call__(self, step: int) -> tuple[torch.Tensor, int, torch.Tensor | float]:
+        """Queue optimizer step `step` (from 1) on the device: this rank's loss of each micro-batch (on the device,
+        unread), its tokens, and the total gradient norm before clipping (the same on every rank)."""
+        options, parallel, batches = self.options, self.parallel, self.batches
+        losses, tokens = [], 0
         for accum_index in range(options.grad_accum):
-            first = ((step - 1) * options.grad_accum + accum_index) * micro * world.size + world.rank * micro
-            batch = {
-                k: v.to(self.device)
-                for k, v in data.train_batch(self.blocks, self.order, first, micro, options.seed).items()
-            }
+            index = (step - 1) * options.grad_accum + accum_index
+            batch = batches.get(index)
             with parallel.accumulating(last=accum_index == options.grad_accum - 1):
                 with autocast(options.precision):
-                    loss = parallel.model(**batch).loss
+                    loss = parallel.model(**batch.tensors).loss
                 parallel.backward(loss)
-            loss_sum += loss.detach().float().item()
-            tokens += int(batch["attention_mask"].sum())
+            batches.stage(index + 1)  # built and copied while the device runs this micro-batch
+            losses.append(loss.detach().float())
+            tokens += batch.tokens
         grad_norm = parallel.step()
-        return loss_sum, tokens, float(grad_norm)
+        return torch.stack(losses), tokens, grad_norm
+
+
+def optimizer_implementation(parity: bool) -> dict:
+    """AdamW's implementation. In parity mode, torch's default for the device: the one the committed baselines
+    trained with. Otherwise the fastest the backend has: fused kernels (one launch per step), or else foreach
+    (one launch per group of tensors, where the default may loop over them one by one)."""
+    if parity:
+        return {}
+    return {"fused": True} if portlayer.backend().fused_optimizers else {"foreach": True}
+
+
+def optimizer_name(parity: bool) -> str:
+    """The optimizer as the run file records it: "AdamW", "AdamW (fused)" or "AdamW (foreach)"."""
+    implementation = next(iter(optimizer_implementation(parity)), None)
+    return f"AdamW ({implementation})" if implementation else "AdamW"
 
 
 def train(options: Options) -> dict | None:
@@ -349,10 +382,19 @@ def _train(options: Options, world: World, device: torch.device) -> dict | None:
     if resumed_from is not None:
         log.info(f"resumed from {resumed_from} at step {start}")
     model.train()
+    window = StepWindow(world, device, options.grad_accum)
     for step in range(start, options.steps + 1):
-        records.append(_step(training, step, device))
-        log.step(records[-1], options.steps)
-        if options.checkpoint_dir and options.save_every and step % options.save_every == 0:
+        inject_fault(options, world, step)
+        lr = training.scheduler.get_last_lr()[0]
+        began = time.perf_counter()
+        window.add(began, step, lr, *training(step))
+        saving = bool(options.checkpoint_dir and options.save_every and step % options.save_every == 0)
+        # The first step alone: it pays for warm-up (allocations, kernel selection, compilation).
+        if saving or step in (start, options.steps) or log.wants(step):
+            for record in window.read():
+                records.append(record)
+                log.step(record, options.steps)
+        if saving:
             _save_checkpoint(options, world, training, records, step, experiment)
     log.close()
 
@@ -401,7 +443,11 @@ def _build_model(options: Options, device: torch.device) -> tuple[torch.nn.Modul
     init_checksum = sha256_tensors(model.state_dict().items())
     if options.perturb_init:
         perturb_by_one_ulp(model, options.perturb_init)  # after the checksum: the same experiment, rounded apart
-    return model.to(device), zeroed, init_checksum
+    model.to(device)
+    if options.compile:
+        # In place: the module and its state dict keep their names, so checkpoints and strategies see no wrapper.
+        model.compile()
+    return model, zeroed, init_checksum
 
 
 @torch.no_grad()
@@ -450,32 +496,6 @@ def _resume(options: Options, world: World, training: TrainingStep, experiment: 
         )
     training.parallel.load(resume_from)
     return state["records"], state["step"] + 1, resume_from
-
-
-def _step(training: TrainingStep, step: int, device: torch.device) -> dict:
-    """Run optimizer step `step`, timed, and return its record: loss averaged over ranks, tokens/s, peak
-    device memory (None where the backend has no device allocator to ask: the cpu), the learning rate the step
-    trained with and the total gradient norm before clipping."""
-    options, world = training.options, training.world
-    inject_fault(options, world, step)
-    lr = training.scheduler.get_last_lr()[0]
-    began = time.perf_counter()
-    loss_sum, tokens, grad_norm = training(step)
-    portlayer.synchronize()
-    elapsed = time.perf_counter() - began
-    mean_loss, all_tokens = world.all_reduce([loss_sum / options.grad_accum, tokens])
-    peak = None
-    if portlayer.backend().is_accelerator:
-        (peak,) = world.all_reduce([portlayer.max_memory_allocated(device)], op=dist.ReduceOp.MAX)
-    return {
-        "step": step,
-        "loss": mean_loss / world.size,
-        "tokens_per_s": all_tokens / elapsed,
-        "peak_memory_bytes": None if peak is None else int(peak),
-        "lr": lr,
-        "grad_norm": grad_norm if math.isfinite(grad_norm) else None,  # an fp16 overflow the scaler skipped
-        "seconds": elapsed,
-    }
 
 
 def _save_checkpoint(
@@ -531,6 +551,8 @@ def _run_record(
             "strategy": options.strategy,
             "strategy_engine": engine,
             "tf32": options.tf32,
+            "compile": options.compile,
+            "optimizer": optimizer_name(options.parity),
             "deterministic": torch.are_deterministic_algorithms_enabled(),
             "seed": options.seed,
             "parity": options.parity,

@@ -44,15 +44,17 @@ def test_the_dry_run_plans_the_install_the_suite_and_the_cuda_checks_and_runs_no
         "the example in four forms": "skipped: dry run, no CUDA device",
     }
     for preset in TINY_PRESETS:
-        baseline = f"reference_train/baselines/{preset}.cuda-h200.json"
-        committed = (REPO / baseline).is_file()
-        expected[f"parity {preset} vs H200"] = (
-            "skipped: dry run, no CUDA device" if committed else f"skipped: no {baseline} committed"
-        )
+        for precision, suffix in (("fp32", ""), ("bf16", "-bf16")):
+            baseline = f"reference_train/baselines/{preset}.cuda-h200{suffix}.json"
+            band = f"reference_train/bands/{preset}.bf16.json"
+            missing = next((f for f in (baseline, band if suffix else None) if f and not (REPO / f).is_file()), None)
+            expected[f"parity {preset} {precision} vs H200"] = (
+                f"skipped: no {missing} committed" if missing else "skipped: dry run, no CUDA device"
+            )
     for strategy in ("ddp", "fsdp2", "zero1", "zero2", "zero3"):
         expected[f"strategy {strategy} on one GPU"] = said[f"strategy {strategy} on one GPU"]
         assert said[f"strategy {strategy} on one GPU"].startswith("skipped: ")
-    expected["trainer throughput, gpt2 bf16"] = "skipped: dry run, no CUDA device"
+    expected["trainer throughput vs HF Trainer, gpt2 bf16"] = "skipped: dry run, no CUDA device"
     assert said == expected
     assert "CUDA devices: none" in result.stdout
     assert result.stdout.splitlines()[-1] == f"dry run: {len(expected)} steps planned, nothing run"
@@ -61,7 +63,9 @@ def test_the_dry_run_plans_the_install_the_suite_and_the_cuda_checks_and_runs_no
     assert all(sys.executable in command for command in commands if "pip" in command or "pytest" in command)
     assert f"pip install --no-index --no-deps --disable-pip-version-check {wheels}/libcst-" in commands[0]
     assert commands[1].endswith(f"--no-build-isolation -e {REPO}")
-    assert "-m pytest -q -n auto" in commands[2]
+    # The bench first, alone on the device; then the suite, in the background beside the CUDA checks.
+    assert "bench/trainer_throughput.py" in commands[2]
+    assert "-m pytest -q -n auto" in commands[3]
     assert not out.exists()
 
 

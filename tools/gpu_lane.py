@@ -12,11 +12,15 @@ without dependencies, unless its wheel was among them. Then, each step timed:
 2. the bundled example as written, migrated neutral and torch, and through the drop-in: bitwise equal losses
    (tools/example_forms.py);
 3. a parity run of each tiny preset compared at rtol 1e-5 with its H200 file, reference_train/baselines/
-   <preset>.cuda-h200.json, run as it was recorded (1 rank, --grad-accum 2, 30 steps); a preset without a
-   committed file is skipped with a line that says so;
+   <preset>.cuda-h200.json, run as it was recorded (1 rank, --grad-accum 2, 30 steps), and its bf16 run
+   against <preset>.cuda-h200-bf16.json within the preset's committed bf16 band (reference_train/bands/);
+   a preset without a committed file is skipped with a line that says so;
 4. each strategy on one GPU where it can run (the ZeRO ones need DeepSpeed);
-5. the trainer's throughput: gpt2, bf16, 16 x 1024 tokens a step, 40 steps (tokens/s in the run file).
+5. the trainer's throughput against HuggingFace's Trainer: gpt2, bf16, 16 x 1024 tokens a step, eager and
+   --compile (bench/trainer_throughput.py; the figures in OUT/throughput.json).
 
+The throughput bench runs first, alone on the device; then the suite runs in the background while the CUDA
+checks run one after another (its output goes to OUT/suite.log, its last lines to the screen when it fails).
 Target: 8 minutes on a 16-core machine with one GPU; the total is printed against it. `--dry-run` (a machine
 without CUDA) says what it would install and run, and which checks it skips, and runs nothing. Exit 0 when
 every step passed, 1 when one failed, 2 on unusable input (no CUDA without --dry-run, a missing --wheels folder).
@@ -36,6 +40,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 BASELINES = REPO / "reference_train" / "baselines"
+BANDS = REPO / "reference_train" / "bands"
 TINY_PRESETS = ("gpt2-tiny", "bert-base-uncased-tiny", "mixtral-8x7b-tiny")
 # As the H200 files were recorded (their README): one GPU, the 2-rank global batch by accumulation.
 PARITY = ("--nproc", "1", "--grad-accum", "2", "--steps", "30")
@@ -53,6 +58,8 @@ class Step:
     cuda_only: bool = True
     # Why this step cannot run on this machine (printed instead of running it), or None.
     skip: str | None = None
+    # Runs beside the steps after it (the suite, on the cores the CUDA checks leave idle); waited for at the end.
+    background: bool = False
 
 
 def portlayer(*args: str) -> tuple[str, ...]:
@@ -69,16 +76,23 @@ def install_steps(wheels: Path | None) -> list[Step]:
 
 
 def parity_steps(out: Path) -> list[Step]:
+    """Each tiny preset against its H200 file: fp32 at the rounding floor, bf16 within the preset's bf16 band."""
     steps = []
     for preset in TINY_PRESETS:
-        baseline = BASELINES / f"{preset}.cuda-h200.json"
-        skip = None if baseline.is_file() else f"no {baseline.relative_to(REPO)} committed"
-        run = out / f"{preset}.cuda.json"
-        # One step: the run, then its comparison (a shell `&&`, so that the lane's log shows both commands).
-        command = (*portlayer("parity", "run", "--preset", preset, *PARITY, "--out", str(run)),)
-        compare = portlayer("parity", "compare", str(baseline), str(run), "--rtol", "1e-5")
-        steps.append(Step(f"parity {preset} vs H200", ("sh", "-c", f"{shlex.join(command)} && {shlex.join(compare)}"),
-                          skip=skip))  # fmt: skip
+        for precision in ("fp32", "bf16"):
+            suffix = "" if precision == "fp32" else "-bf16"
+            baseline = BASELINES / f"{preset}.cuda-h200{suffix}.json"
+            band = BANDS / f"{preset}.bf16.json"
+            tolerance = ("--rtol", "1e-5") if precision == "fp32" else ("--band", str(band))
+            skip = None if baseline.is_file() else f"no {baseline.relative_to(REPO)} committed"
+            if skip is None and precision == "bf16" and not band.is_file():
+                skip = f"no {band.relative_to(REPO)} committed"
+            run = out / f"{preset}.cuda{suffix}.json"
+            command = portlayer("parity", "run", "--preset", preset, *PARITY, "--precision", precision, "--out", str(run))
+            compare = portlayer("parity", "compare", str(baseline), str(run), *tolerance)
+            # One step: the run, then its comparison (a shell `&&`, so that the lane's log shows both commands).
+            steps.append(Step(f"parity {preset} {precision} vs H200",
+                              ("sh", "-c", f"{shlex.join(command)} && {shlex.join(compare)}"), skip=skip))  # fmt: skip
     return steps
 
 
@@ -96,13 +110,14 @@ def strategy_steps(out: Path) -> list[Step]:
 
 
 def plan(wheels: Path | None, out: Path) -> list[Step]:
+    throughput = Step("trainer throughput vs HF Trainer, gpt2 bf16",
+                      (sys.executable, str(REPO / "bench" / "trainer_throughput.py"), "--out", str(out / "throughput.json")))  # fmt: skip
     suite = Step("the suite, CUDA visible", (sys.executable, "-m", "pytest", "-q", "-n", "auto", "--dist", "loadgroup",
                  "-p", "no:randomly"),
-                 cuda_only=False)  # fmt: skip
+                 cuda_only=False, background=True)  # fmt: skip
     example = Step("the example in four forms", (sys.executable, str(REPO / "tools" / "example_forms.py")))
-    throughput = Step("trainer throughput, gpt2 bf16", (sys.executable, "-m", "portlayer.train", "--preset", "gpt2",
-                      "--precision", "bf16", "--steps", "40", "--out", str(out / "gpt2-bf16-throughput.json")))  # fmt: skip
-    return [*install_steps(wheels), suite, example, *parity_steps(out), *strategy_steps(out), throughput]
+    # The bench first, alone on the device: the suite's processes would share it.
+    return [*install_steps(wheels), throughput, suite, example, *parity_steps(out), *strategy_steps(out)]
 
 
 def cuda_devices() -> list[str]:
@@ -137,6 +152,19 @@ def run(step: Step, env: dict) -> tuple[bool, float]:
     return status == 0, time.monotonic() - start
 
 
+def start_background(step: Step, env: dict, log: Path) -> subprocess.Popen:
+    with log.open("w") as output:
+        return subprocess.Popen(step.command, cwd=REPO, env=env, stdout=output, stderr=subprocess.STDOUT)
+
+
+def wait_background(step: Step, process: subprocess.Popen, log: Path) -> bool:
+    ok = process.wait() == 0
+    print(f"== {step.name}: {'passed' if ok else 'FAILED'} (output in {log})", flush=True)
+    if not ok:
+        print("\n".join(log.read_text(errors="replace").splitlines()[-40:]))
+    return ok
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--wheels", type=Path, help="a folder of wheels to install first (--no-index --no-deps)")
@@ -159,7 +187,7 @@ def execute(steps: list[Step], out: Path, dry_run: bool) -> int:
     env.pop("PORTLAYER_BACKEND", None)  # the probe finds CUDA, as a user's run does
     if not dry_run:
         out.mkdir(parents=True, exist_ok=True)
-    failed, total = [], 0.0
+    failed, began, background = [], time.monotonic(), []
     for step in steps:
         print(f"== {step.name}: {shlex.join(step.command)}", flush=True)
         if step.skip or (dry_run and step.cuda_only):
@@ -168,15 +196,22 @@ def execute(steps: list[Step], out: Path, dry_run: bool) -> int:
         if dry_run:
             print("   would run (dry run)")
             continue
+        if step.background:
+            log = out / "suite.log"
+            background.append((step, start_background(step, env, log), log))
+            print(f"   started in the background (output in {log})", flush=True)
+            continue
         ok, seconds = run(step, env)
-        total += seconds
         print(f"   {'passed' if ok else 'FAILED'} in {seconds:.0f} s", flush=True)
         if not ok:
+            failed.append(step.name)
+    for step, process, log in background:
+        if not wait_background(step, process, log):
             failed.append(step.name)
     if dry_run:
         print(f"dry run: {len(steps)} steps planned, nothing run")
         return 0
-    print(f"total {total:.0f} s (target {TARGET_S} s); failed: {', '.join(failed) or 'none'}")
+    print(f"total {time.monotonic() - began:.0f} s (target {TARGET_S} s); failed: {', '.join(failed) or 'none'}")
     return 1 if failed else 0
 
 

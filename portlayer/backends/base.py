@@ -72,6 +72,9 @@ class Backend:
     # Variables the vendor's software stack reads from a configured host: name -> what sets it there. Checked
     # before that stack starts, so that a missing one is one clear line rather than the stack's KeyError.
     required_env: Mapping[str, str] = field(default_factory=dict, repr=False)
+    # Whether torch.optim's fused kernels (`AdamW(fused=True)`) run on the device: torch has them for cuda, xpu,
+    # mps, hpu and the cpu; a plugin registers its own or not (the trainer then uses foreach, which runs anywhere).
+    fused_optimizers: bool = field(default=False, repr=False)
     # Prefixes of the variables a multi-node launcher forwards to the other nodes (DeepSpeed's `export_envs`):
     # the collective's settings and the vendor runtime's. Read where DeepSpeed has no accelerator of its own.
     launcher_env_prefixes: tuple[str, ...] = field(default=(), repr=False)

@@ -24,4 +24,5 @@ BACKEND = Backend(
     # torch.cpu has these names, but current_device() answers "cpu" where code written for torch.cuda expects
     # an index, and its Event takes no arguments and cannot time: the host stand-ins answer instead.
     host_fallbacks=frozenset({"current_device", "Event", "Stream", "stream", "current_stream", "default_stream"}),
+    fused_optimizers=True,
 )

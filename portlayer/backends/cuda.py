@@ -18,4 +18,5 @@ BACKEND = Backend(
     deterministic_env={"CUBLAS_WORKSPACE_CONFIG": ":4096:8"},
     deterministic_hook=_cudnn_deterministic,
     deepspeed_accelerator="cuda",
+    fused_optimizers=True,
 )

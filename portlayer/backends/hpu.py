@@ -27,4 +27,5 @@ BACKEND = Backend(
     dtype_risks={"float64": _NO_FLOAT64, "complex64": _NO_FLOAT64, "complex128": _NO_FLOAT64},
     smi_command="hl-smi",
     deepspeed_accelerator="hpu",
+    fused_optimizers=True,
 )

@@ -39,4 +39,5 @@ BACKEND = Backend(
         "max_memory_reserved": _reserved,
         "mem_get_info": _mem_get_info,
     },
+    fused_optimizers=True,
 )

@@ -7,4 +7,5 @@ BACKEND = Backend(
     dist_backend="xccl",
     visible_devices_env="ZE_AFFINITY_MASK",
     deepspeed_accelerator="xpu",
+    fused_optimizers=True,
 )

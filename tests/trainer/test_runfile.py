@@ -104,6 +104,8 @@ def test_unreadable_files_name_the_file_and_the_reason(tmp_path, content, reason
         ("strategy_engine", None),
         ("model_name_or_path", None),
         ("data", None),
+        ("compile", False),  # every run was eager before --compile
+        ("optimizer", "AdamW"),  # torch's default implementation, before the trainer chose one
     ],
 )
 def test_a_file_written_before_a_field_existed_reads_as_what_it_meant(tmp_path, field, meant):
@@ -114,7 +116,7 @@ def test_every_field_a_file_may_lack_says_what_its_absence_meant():
     may_lack = {field.name for section in (runfile.METADATA, runfile.STEP, runfile.SUMMARY) for field in section
                 if field.older is not None}
     assert may_lack == {"schedule_steps", "strategy", "strategy_engine", "model_name_or_path", "data",
-                        "host_peak_rss_bytes", "grad_norm", "perturb_init"}
+                        "host_peak_rss_bytes", "grad_norm", "perturb_init", "compile", "optimizer"}
 
 
 def test_a_field_every_file_has_is_still_required_when_reading(tmp_path):

@@ -112,11 +112,15 @@ class SteppingClock:
 def test_tokens_per_second_counts_the_tokens_processed(monkeypatch):
     import types
 
+    from portlayer.train import step_records
     from portlayer.train import train as train_module
 
-    monkeypatch.setattr(train_module, "time", types.SimpleNamespace(perf_counter=SteppingClock(0.5).perf_counter))
+    clock = types.SimpleNamespace(perf_counter=SteppingClock(0.5).perf_counter)
+    monkeypatch.setattr(train_module, "time", clock)  # when a step begins
+    monkeypatch.setattr(step_records, "time", clock)  # when a window of steps is read
     run = train(gpt2_tiny_like_baseline(steps=3))
-    # 16 sequences of 64 tokens per step (packed blocks: no padding), each step timed at 0.5 s.
+    # 16 sequences of 64 tokens per step (packed blocks: no padding), each step timed at 0.5 s: step 1 alone, then
+    # steps 2 and 3 read together, one second for the two.
     assert [step["tokens_per_s"] for step in run["steps"]] == [2048.0, 2048.0, 2048.0]
     assert run["summary"]["tokens_per_s"] == 2048.0
     assert run["summary"]["host_peak_rss_bytes"] > 50 * 2**20
@@ -126,3 +130,16 @@ def test_the_cpu_records_no_device_memory_rather_than_zero():
     run = train(gpt2_tiny_like_baseline(steps=2))
     assert [step["peak_memory_bytes"] for step in run["steps"]] == [None, None]
     assert run["summary"]["peak_memory_bytes"] is None
+
+
+def test_compile_trains_the_baselines_run_to_rounding():
+    """`--compile` (torch.compile of the model, in place): the same training as eager, to the rounding of
+    kernels that inductor fuses and reorders; recorded in the run file. The first step pays for compilation."""
+    expected = baseline("gpt2-tiny")
+    run = train(gpt2_tiny_like_baseline(steps=3, compile=True))
+    runfile.validate(run)
+    assert run["metadata"]["compile"] is True
+    assert run["metadata"]["init_weights_checksum"] == expected["metadata"]["init_weights_checksum"]
+    for got, want in zip(run["steps"], expected["steps"]):
+        assert got["loss"] == pytest.approx(want["loss"], rel=1e-5)
+        assert got["grad_norm"] == pytest.approx(want["grad_norm"], rel=1e-4)
