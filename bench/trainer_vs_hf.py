@@ -75,7 +75,7 @@ def main() -> None:
             lr_scheduler_type="cosine",
             weight_decay=preset.weight_decay,
             max_grad_norm=preset.max_grad_norm,
-            optim="adamw_torch",  # torch.optim.AdamW, as the reference trainer uses (HF's default is fused)
+            optim="adamw_torch_fused",  # torch's fused AdamW, as the reference trainer uses outside parity mode
             seed=options.seed,
             use_cpu=True,
             report_to="none",

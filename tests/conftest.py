@@ -1,3 +1,4 @@
+import importlib.util
 import os
 
 import pytest
@@ -11,6 +12,24 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 # PORTLAYER_TESTS_ACCELERATOR=npu: the run as on a host with an accelerator (tests/accelerator.py).
 accelerator.show()
+
+# A GPU machine's own environment may lack DeepSpeed (a source archive, built here against the pinned torch). The
+# GPU lane says so with this variable, and only then are the tests that need it skipped: without it, a missing
+# DeepSpeed fails them, so that `make test` cannot lose them quietly.
+WITHOUT_DEEPSPEED = "PORTLAYER_TESTS_WITHOUT_DEEPSPEED"
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", f"deepspeed: needs DeepSpeed; skipped where {WITHOUT_DEEPSPEED}=1 (no DeepSpeed)")
+
+
+def pytest_collection_modifyitems(config, items):
+    if os.environ.get(WITHOUT_DEEPSPEED) != "1" or importlib.util.find_spec("deepspeed") is not None:
+        return
+    skip = pytest.mark.skip(reason=f"DeepSpeed is not installed on this machine ({WITHOUT_DEEPSPEED}=1)")
+    for item in items:
+        if "deepspeed" in item.keywords:
+            item.add_marker(skip)
 
 
 @pytest.fixture

@@ -64,6 +64,8 @@ from deepspeed.accelerator import real_accelerator
 print(json.dumps(sorted(real_accelerator.SUPPORTED_ACCELERATOR_LIST)))
 """
 
+pytestmark = pytest.mark.deepspeed  # every test here runs DeepSpeed
+
 
 def test_musa_gets_portlayers_accelerator_answering_for_the_stand_in_device(stand_in_device):
     seen = fresh_process_json(ON_MUSA, env=environment("musa"))

@@ -291,6 +291,7 @@ def test_fsdp2_shards_each_block_then_the_whole_model_and_gathers_the_full_state
     assert set(state["optimizer"]) == {"state", "param_groups"}
 
 
+@pytest.mark.deepspeed
 def test_zero_in_a_process_group_is_deepspeeds_engine_at_the_strategys_stage(one_rank_group, monkeypatch):
     # The variables DeepSpeed's engine reads from its launcher; its cpu accelerator, portlayer's cpu backend's.
     for name, value in {"LOCAL_RANK": "0", "RANK": "0", "WORLD_SIZE": "1", "DS_ACCELERATOR": "cpu"}.items():

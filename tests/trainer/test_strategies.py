@@ -46,7 +46,9 @@ def assert_matches_the_ddp_baseline(preset: str, out, strategy: str) -> None:
     )
 
 
-@pytest.mark.parametrize("strategy", sorted(STRATEGY_STATE))
+@pytest.mark.parametrize(
+    "strategy", [pytest.param(s, marks=[pytest.mark.deepspeed] if s.startswith("zero") else []) for s in sorted(STRATEGY_STATE)]
+)
 def test_a_killed_sharded_run_resumes_to_the_ddp_baseline(tmp_path, strategy):
     out, checkpoints = tmp_path / "run.json", tmp_path / "checkpoints"
     common = ("--preset", "gpt2-tiny", "--nproc", 2, "--steps", 30, "--out", out, "--strategy", strategy)
@@ -64,7 +66,10 @@ def test_a_killed_sharded_run_resumes_to_the_ddp_baseline(tmp_path, strategy):
     assert_matches_the_ddp_baseline("gpt2-tiny", out, strategy)
 
 
-@pytest.mark.parametrize(("preset", "strategy"), [("bert-base-uncased-tiny", "zero3"), ("mixtral-8x7b-tiny", "fsdp2")])
+@pytest.mark.parametrize(
+    ("preset", "strategy"),
+    [pytest.param("bert-base-uncased-tiny", "zero3", marks=pytest.mark.deepspeed), ("mixtral-8x7b-tiny", "fsdp2")],
+)
 def test_the_other_presets_match_their_ddp_baseline_under_a_sharded_strategy(tmp_path, preset, strategy):
     out = tmp_path / "run.json"
     result = parity_run("--preset", preset, "--nproc", 2, "--steps", 30, "--out", out, "--strategy", strategy)
@@ -72,6 +77,7 @@ def test_the_other_presets_match_their_ddp_baseline_under_a_sharded_strategy(tmp
     assert_matches_the_ddp_baseline(preset, out, strategy)
 
 
+@pytest.mark.deepspeed
 def test_the_deepspeed_launcher_runs_the_trainer(tmp_path):
     """`deepspeed --num_gpus 2 --module portlayer.train …`: ranks from DeepSpeed's launcher (which passes
     --local_rank), ZeRO-1, the same losses as the DDP baseline."""
