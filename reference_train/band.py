@@ -40,15 +40,18 @@ BANDS = Path(str(resources.files("portlayer.train").joinpath("bands")))
 # tests/trainer/test_wrong_ports.py left it within 4 steps, the mildest (clipping removed) 1.9-fold.
 FACTOR = 4.0
 # The narrowest band per precision, relative: the difference one step's rounding makes when nothing has been
-# amplified yet, with a margin (the first step's loss computed by two correct implementations, the H200 against
-# the cpu, tiny presets: fp32 3.1e-8 to 9.4e-8; bf16 2.7e-6 to 3.2e-6). The learning rate is no computed quantity: a schedule gives the same
-# numbers everywhere, up to one float32 rounding where a framework keeps it in float32.
+# amplified, with a margin (a loss computed by two correct implementations, the H200 against the cpu, tiny
+# presets: fp32 3.1e-8 to 9.4e-8 at step 1; bf16 0 to 6.0e-5 at step 1, and up to 2.3e-4 at a later step for
+# bert-base-uncased-tiny, whose masked-LM loss averages few tokens: evaluation noise of the two devices' bf16
+# kernels that does not grow, which the one-ulp references do not show, since autocast rounds their weights to
+# the same bf16 values). The learning rate is no computed quantity: a schedule gives the same numbers everywhere,
+# up to one float32 rounding where a framework keeps it in float32.
 # A gradient norm is a sum of squares over every weight, which a sharded strategy reduces in its own order (per
 # shard, then over ranks; DeepSpeed in its own engine): against ddp's it moved by up to 9.2e-6 in fp32 while the
 # losses stayed at 7e-8 (bert-base-uncased-tiny under zero3, mixtral-8x7b-tiny under fsdp2 5.5e-6).
 FLOOR = {
     "fp32": {"loss": 1e-6, "grad_norm": 2e-5},
-    "bf16": {"loss": 1e-4, "grad_norm": 1e-4},
+    "bf16": {"loss": 5e-4, "grad_norm": 1e-4},
     "fp16": {"loss": 1e-4, "grad_norm": 1e-4},
 }
 LR_FLOOR = 2.0**-23
