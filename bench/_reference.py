@@ -21,7 +21,7 @@ import torch  # noqa: E402
 import portlayer  # noqa: E402
 from portlayer.train import data  # noqa: E402
 from portlayer.train.presets import build_model, get_preset  # noqa: E402
-from portlayer.train.train import Options, TrainingStep, World  # noqa: E402
+from portlayer.train.train import Options, TrainingStep, World, compile_in_place  # noqa: E402
 
 PRESET = "gpt2-tiny"
 WARMUP = 10  # steps per side left out: allocations, first calls, the optimizers' state
@@ -51,6 +51,8 @@ def reference_step(options: Options) -> TrainingStep:
     order = data.Order(len(blocks.train), options.seed)
     device = portlayer.device(0)
     model = build_model(preset, seed=options.seed, parity=options.parity).to(device)
+    if options.compile:
+        compile_in_place(model)
     model.train()
     return TrainingStep.build(options, World.from_env(), device, model, blocks, order)
 

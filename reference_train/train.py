@@ -445,9 +445,20 @@ def _build_model(options: Options, device: torch.device) -> tuple[torch.nn.Modul
         perturb_by_one_ulp(model, options.perturb_init)  # after the checksum: the same experiment, rounded apart
     model.to(device)
     if options.compile:
-        # In place: the module and its state dict keep their names, so checkpoints and strategies see no wrapper.
-        model.compile()
+        compile_in_place(model)
     return model, zeroed, init_checksum
+
+
+def compile_in_place(model: torch.nn.Module) -> None:
+    """`--compile`: torch.compile the model in place, so that the module and its state dict keep their names and
+    checkpoints and strategies see no wrapper. transformers warns (once, but calls its logger at every step) from
+    inside the forward of a model whose class names no loss, GPT-2's "`loss_type=None` was set …": dynamo is told
+    to leave that call out, which would otherwise break the step into two graphs."""
+    import torch._dynamo
+    from transformers.utils import logging as hf_logging
+
+    torch._dynamo.config.ignore_logging_functions.add(hf_logging.warning_once)
+    model.compile()
 
 
 @torch.no_grad()

@@ -135,10 +135,14 @@ def test_the_cpu_records_no_device_memory_rather_than_zero():
 def test_compile_trains_the_baselines_run_to_rounding():
     """`--compile` (torch.compile of the model, in place): the same training as eager, to the rounding of
     kernels that inductor fuses and reorders; recorded in the run file. The first step pays for compilation."""
+    from torch._dynamo.utils import counters
+
     expected = baseline("gpt2-tiny")
+    counters.clear()
     run = train(gpt2_tiny_like_baseline(steps=3, compile=True))
     runfile.validate(run)
     assert run["metadata"]["compile"] is True
+    assert not counters["graph_break"]  # the forward is one graph (train.compile_in_place)
     assert run["metadata"]["init_weights_checksum"] == expected["metadata"]["init_weights_checksum"]
     for got, want in zip(run["steps"], expected["steps"]):
         assert got["loss"] == pytest.approx(want["loss"], rel=1e-5)
