@@ -18,6 +18,7 @@ from __future__ import annotations
 import ast
 import re
 import sys
+import unicodedata
 
 import libcst as cst
 
@@ -167,6 +168,9 @@ class _RemoveUnused(cst.CSTTransformer):
         return False  # module-level imports only
 
     def _keep(self, spec: ImportSpec) -> bool:
+        if not all(part is None or part.isascii() for part in spec):
+            # LibCST keeps a name as written, CPython (whose names the specs are) normalised (NFKC).
+            spec = tuple(part and unicodedata.normalize("NFKC", part) for part in spec)
         return spec not in self.released or bound_name(spec) in self.used
 
     def leave_Import(self, original_node, updated_node):
@@ -186,13 +190,43 @@ class _RemoveUnused(cst.CSTTransformer):
             return cst.RemoveFromParent()
         if len(names) == len(node.names):
             return node
-        # The last name keeps the comma (and line break) the original last one had, in parentheses.
-        last_comma = node.names[-1].comma if node.rpar is not None and isinstance(node, cst.ImportFrom) else None
-        names[-1] = names[-1].with_changes(comma=last_comma or cst.MaybeSentinel.DEFAULT)
+        if isinstance(node, cst.ImportFrom) and node.rpar is not None and _spans_lines(node):
+            return _kept_in_parentheses(node, names)
+        # One line (`import a, b`, `from m import (a, b,)`): the last name kept takes no comma, and a
+        # single name no parentheses.
+        names[-1] = names[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
         changes = {"names": names}
         if isinstance(node, cst.ImportFrom) and node.rpar is not None and len(names) == 1:
             changes.update(lpar=None, rpar=None)
         return node.with_changes(**changes)
+
+
+def _spans_lines(node: cst.ImportFrom) -> bool:
+    return "\n" in cst.Module(body=[]).code_for_node(node)
+
+
+def _kept_in_parentheses(node: cst.ImportFrom, names: list[cst.ImportAlias]) -> cst.ImportFrom:
+    """A parenthesised import over several lines keeps its parentheses, each kept name its own line and
+    comment, and the closing parenthesis where it was: the last name kept ends its line as the original
+    last name did (a trailing comma, then the indentation of the `)` line). A comma ends the line of a
+    name that had one: `from m import (a  # c)` would put the parenthesis in the comment."""
+    last = names[-1]
+    if last is node.names[-1]:
+        return node.with_changes(names=names)
+    own = last.comma.whitespace_after if isinstance(last.comma, cst.Comma) else None
+    original = node.names[-1].comma
+    closing = original.whitespace_after if isinstance(original, cst.Comma) else node.rpar.whitespace_before
+    rpar = node.rpar
+    if isinstance(own, cst.ParenthesizedWhitespace):
+        last_line = closing.last_line if isinstance(closing, cst.ParenthesizedWhitespace) else own.last_line
+        names[-1] = last.with_changes(comma=last.comma.with_changes(whitespace_after=own.with_changes(last_line=last_line)))
+        if not isinstance(original, cst.Comma):
+            rpar = rpar.with_changes(whitespace_before=cst.SimpleWhitespace(""))
+    elif isinstance(original, cst.Comma):
+        names[-1] = last.with_changes(comma=last.comma.with_changes(whitespace_after=closing))
+    else:
+        names[-1] = last.with_changes(comma=cst.MaybeSentinel.DEFAULT)
+    return node.with_changes(names=names, rpar=rpar)
 
 
 def _plain_imports(tree: ast.Module) -> set[str]:
