@@ -84,8 +84,9 @@ def _used_names(tree: ast.Module) -> set[str]:
     return used
 
 
-def remove_unused(text: ParsedText, released: set[ImportSpec]) -> str:
-    """The module-level imports of `released` whose names nothing reads any more after the rewrite."""
+def remove_unused(text: ParsedText, released: set[ImportSpec]) -> tuple[str, int]:
+    """The text without the module-level imports of `released` whose names nothing reads any more after
+    the rewrite, and how many import statements that removed or narrowed."""
     code, tree = text.code, text.tree
     used = _used_names(tree)
     remover = _RemoveUnused(released, used)
@@ -100,22 +101,22 @@ def remove_unused(text: ParsedText, released: set[ImportSpec]) -> str:
             replaced.append((start, end, module.code if module.body else ""))
     for start, end, text in reversed(replaced):
         lines[start - 1 : end] = [text]
-    return "".join(lines)
+    return "".join(lines), len(replaced)
 
 
-def remove_unused_nested(text: ParsedText, libraries: set[str]) -> str:
+def remove_unused_nested(text: ParsedText, libraries: set[str]) -> tuple[str, int]:
     """Imports from torch.cuda (or from one of `libraries`) inside functions, classes and blocks
     (detectron2's function-level `from torch.cuda.amp import GradScaler`) whose names nothing reads any
     more after the rewrite: the names go, the statement too when none is left (`pass` where the block
-    would be empty)."""
+    would be empty), and how many import statements that removed or narrowed."""
     code = text.code
     if not libraries and _NESTED_TORCH_CUDA_IMPORT.search(code) is None:
-        return code  # the common case, told without parsing or walking the tree
+        return code, 0  # the common case, told without parsing or walking the tree
     candidates = [(scope, body, index) for scope, body in nested_bodies(text.tree) for index, statement in enumerate(body)
                   if (_imports_from_torch_cuda(statement) or top_module(statement) in libraries)
                   and line_group(body, index) == (index, index)]
     if not candidates:
-        return code
+        return code, 0
     used_in: dict[int, set[str]] = {}
     lines = source_lines(code)
     newline = newline_of(code)
@@ -140,7 +141,7 @@ def remove_unused_nested(text: ParsedText, libraries: set[str]) -> str:
         edits.append((statement.lineno, body[index].end_lineno, text))
     for start, end, text in sorted(edits, reverse=True):
         lines[start - 1 : end] = [text]
-    return "".join(lines)
+    return "".join(lines), len(edits)
 
 
 def _imports_from_torch_cuda(statement: ast.stmt) -> bool:

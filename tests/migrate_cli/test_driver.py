@@ -416,6 +416,41 @@ def test_a_file_named_on_the_command_line_is_taken_even_in_a_skipped_folder(tmp_
 # --- the report -----------------------------------------------------------------------------------
 
 
+FALLBACK_SOURCE = """import torch
+from torch.cuda.amp import autocast
+
+try:
+    import apex
+    HAS_APEX = True
+except ImportError:
+    apex = None
+    HAS_APEX = False
+
+
+def step(model, batch):
+    torch.cuda.synchronize()
+    with autocast():
+        return model(batch.cuda())
+"""
+
+
+def test_the_summary_sizes_the_rewrite_by_kind_as_a_diff_stat_does(tmp_path, migrate):
+    """Three sites, three imports (`import torch` and `from torch.cuda.amp import autocast` no longer read,
+    `import portlayer` added), and apex's fallback taken: its two `except` lines dedented, none of them a
+    site."""
+    write_tree(tmp_path, {"train.py": FALLBACK_SOURCE, "plain.py": PLAIN_SOURCE})
+
+    run = migrate(tmp_path, "--report", str(tmp_path / "report.json"))
+
+    assert run.exit_code == 0, run.stderr
+    assert run.stderr.splitlines()[-1].endswith(
+        "; 5 changes; 0 errors, 0 warnings, 0 info; rewritten: 3 sites, 3 imports, 1 fallback taken "
+        "(2 lines dedented)")
+    summary = json.loads((tmp_path / "report.json").read_text())["summary"]
+    assert summary["rewritten"] == {"sites": 3, "imports": 3, "fallbacks": 1, "dedented": 2}
+    assert "rewritten" not in migrate(tmp_path).stderr  # nothing left to rewrite: no sizes to give
+
+
 def test_report_lists_changes_and_diagnostics_per_file_and_counts_by_category(tmp_path, migrate):
     write_tree(
         tmp_path,
