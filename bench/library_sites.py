@@ -40,7 +40,7 @@ def measure(trees: list[Path], target: str) -> tuple[Counter, Counter, Counter, 
     after: Counter = Counter()
     codes: Counter = Counter()
     failed: list[str] = []
-    found, _ = discover(trees)
+    found, _, _ = discover(trees)
     for file in found:
         if file.kind != "python":
             continue

@@ -44,7 +44,7 @@ def default_tree() -> Path:
 
 def mentioning(tree: Path) -> tuple[list[str], int]:
     """The texts of the tree's Python files that mention cuda/nccl, and the number of files."""
-    found, _ = discover([tree])
+    found, _, _ = discover([tree])
     texts = [f.path.read_text(encoding="utf-8", errors="replace") for f in found if f.kind == "python"]
     return [text for text in texts if MENTIONS.search(text)], len(found)
 

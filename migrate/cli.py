@@ -192,9 +192,12 @@ class _Run:
         """Walk `paths` (the command line's exclusions replace pyproject's) and process what is found."""
         globs = (exclude or self.config.exclude or ()) + self.config.extend_exclude
         respect = respect_gitignore if respect_gitignore is not None else self.config.respect_gitignore
-        found, input_errors = discover(paths, Exclusions(globs, self.config.root, respect if respect is not None else True))
+        found, input_errors, skipped = discover(
+            paths, Exclusions(globs, self.config.root, respect if respect is not None else True))
         for error in input_errors:
             self.out.error(f"{error.path}: {error.message}")
+        for folder in skipped:
+            self.out.notice(folder.notice)
         self.unusable_input = bool(input_errors)
         self.files(found, jobs)
 
@@ -257,6 +260,10 @@ class _Output:
 
     def error(self, line: str) -> None:
         click.echo(error_line(line), err=True)
+
+    def notice(self, line: str) -> None:
+        if not self.quiet:
+            click.echo(f"portlayer: note: {line}", err=True)
 
     def file(self, result: job.FileResult) -> None:
         if result.error:

@@ -200,6 +200,9 @@ CODES: dict[str, Code] = {
                   "DeepSpeed's accelerators are cuda, cpu, xpu, npu, mps, hpu, mlu, sdaa, supa, klxpu: give it one with "
                   "`deepspeed.accelerator.set_accelerator(...)` before `deepspeed.initialize`, or migrate with "
                   "`--target neutral`"),
+    "PL416": Code("amp", "warning", "torch.cuda import of a name the program also imports from elsewhere: left as is",
+                  "the program picks the module itself (its own backend test), and where the test does not pick "
+                  "the target the CUDA one is used: add a branch for the target, or import the name once"),
     "PL501": Code("dtype", "warning", "float64 on a backend without native float64",
                   "use float32 on the device; keep float64 on the host (cpu) if needed"),
     "PL502": Code("dtype", "info", "float64 on some of the backends the code may run on has no native support",

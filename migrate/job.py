@@ -18,7 +18,7 @@ from portlayer.atomic import write_atomic
 from portlayer.migrate import accelerate_config, engine, shell
 from portlayer.migrate.engine import parse_python
 from portlayer.migrate.files import DecodeError, SourceText, decode_python, decode_shell
-from portlayer.migrate.results import Change, Diagnostic, SourceError
+from portlayer.migrate.results import Change, Diagnostic, Settled, SourceError
 from portlayer.migrate.targets import target_named
 from portlayer.migrate.walk import Found
 
@@ -43,6 +43,7 @@ class FileResult:
     # Why a failed file without a position in it failed: an I/O error, an internal error.
     error: str = ""
     output: bytes | None = None  # the migrated file, with `Options.emit`, when it changed
+    settled: Settled = Settled()  # import lines and fallback lines rewritten besides the sites
 
 
 @dataclass(frozen=True)
@@ -126,7 +127,8 @@ def convert(loaded: Loaded, options: Options) -> FileResult:
         message = f"internal error, file left untouched ({type(exc).__name__}: {exc}); please report it"
         return FileResult(path, kind, "failed", error=message.splitlines()[0])
     diff = unified_diff(path, text, result.code) if options.diff else ""
-    return FileResult(path, kind, "changed", result.changes, result.diagnostics, diff, output=output)
+    return FileResult(path, kind, "changed", result.changes, result.diagnostics, diff, output=output,
+                      settled=result.settled)
 
 
 class BrokenOutput(Exception):

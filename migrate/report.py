@@ -16,6 +16,8 @@ from portlayer.migrate.codes import CODES
 from portlayer.migrate.job import FileResult
 
 SEVERITIES = ("error", "warning", "info")
+# The changes that are not a site rewritten: an import added (PL110), a program's fallback taken (PL120).
+_REWRITE_KINDS = {"PL110": "imports", "PL120": "fallbacks"}
 REPORT_VERSION = 1
 
 
@@ -27,6 +29,9 @@ class Tally:
     reported: Counter = field(default_factory=Counter)  # category -> diagnostics
     codes: Counter = field(default_factory=Counter)
     changes: int = 0
+    # Lines rewritten by kind, as `git diff --stat` sizes a change: "sites", "imports" (statements added,
+    # removed or narrowed), "fallbacks" (taken) and "dedented" (the lines they moved out of `except`).
+    rewritten: Counter = field(default_factory=Counter)
 
     def add(self, result: FileResult) -> None:
         self.files["scanned"] += 1
@@ -35,6 +40,9 @@ class Tally:
         for change in result.changes:
             self.converted[CODES[change.code].category] += 1
             self.codes[change.code] += 1
+            self.rewritten[_REWRITE_KINDS.get(change.code, "sites")] += 1
+        self.rewritten["imports"] += result.settled.imports
+        self.rewritten["dedented"] += result.settled.dedented
         for diagnostic in result.diagnostics:
             self.reported[diagnostic.category] += 1
             self.severities[diagnostic.severity] += 1
@@ -49,6 +57,17 @@ class Tally:
             f"{self.files['scanned']} {_plural('file', self.files['scanned'])} scanned, "
             f"{self.files['changed']} {changed}, {self.files['failed']} failed; "
             f"{self.changes} {_plural('change', self.changes)}; {severities}"
+        ) + (f"; {self.rewritten_line()}" if self.changes else "")
+
+    def rewritten_line(self) -> str:
+        """`rewritten: 412 sites, 37 imports, 6 fallbacks taken (84 lines dedented)`: a fallback taken
+        rewrites every line of its `except` block, which a count of changed lines would take for damage."""
+        counts = {kind: self.rewritten[kind] for kind in ("sites", "imports", "fallbacks", "dedented")}
+        return (
+            f"rewritten: {counts['sites']} {_plural('site', counts['sites'])}, "
+            f"{counts['imports']} {_plural('import', counts['imports'])}, "
+            f"{counts['fallbacks']} {_plural('fallback', counts['fallbacks'])} taken "
+            f"({counts['dedented']} {_plural('line', counts['dedented'])} dedented)"
         )
 
     def statistics(self) -> str:
@@ -63,6 +82,7 @@ class Tally:
         return {
             "files": {key: self.files[key] for key in ("scanned", "changed", "unchanged", "failed")},
             "changes": self.changes,
+            "rewritten": {kind: self.rewritten[kind] for kind in ("sites", "imports", "fallbacks", "dedented")},
             "diagnostics": {severity: self.severities[severity] for severity in SEVERITIES},
             "by_category": {
                 category: {"converted": self.converted[category], "reported": self.reported[category]}

@@ -51,11 +51,22 @@ class Diagnostic:
 
 
 @dataclass(frozen=True)
+class Settled:
+    """What settling the whole migrated text rewrote besides the sites: import statements removed or
+    narrowed (their names no longer read), and the lines a program's fallbacks taken moved out of their
+    `except` blocks (dedented: every one of them a changed line, none of them a change of meaning)."""
+
+    imports: int = 0
+    dedented: int = 0
+
+
+@dataclass(frozen=True)
 class MigrationResult:
     code: str
     changes: tuple[Change, ...]
     diagnostics: tuple[Diagnostic, ...]
     source: str  # the input, so that `changed` needs no second copy kept by the caller
+    settled: Settled = Settled()
 
     @property
     def changed(self) -> bool:

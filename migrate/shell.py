@@ -34,6 +34,10 @@ _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _NVIDIA_SMI = re.compile(r"(?<![\w.-])nvidia-smi(?![\w-])")
 _INTEGER = re.compile(r"""(["']?)(\d+)\1$""")
 _OPERATOR_CHARS = ";&|()<>"
+# Batch scheduler directives: comments to the shell, settings to Slurm, PBS and LSF
+# (`#SBATCH --export=ALL,CUDA_VISIBLE_DEVICES=0,1`): the variables they name are reported as a command's
+# arguments are (`srun --export=…`), never renamed.
+_DIRECTIVE = re.compile(r"#(?:SBATCH|PBS|BSUB)\b")
 
 
 def has_cuda_sites(text: str) -> bool:
@@ -291,6 +295,11 @@ def migrate_shell(text: str, target: str = "neutral") -> MigrationResult:
     def in_code(offset: int) -> bool:
         return not any(a <= offset < b for a, b in comments)
 
+    directives = [(a, b) for a, b in comments if _DIRECTIVE.match(text, a)]
+
+    def in_directive(offset: int) -> bool:
+        return any(a <= offset < b for a, b in directives)
+
     diagnostics = [
         Diagnostic.of("PL603", *position(match.start()), "nvidia-smi only sees NVIDIA GPUs", _tool_hint(target))
         for match in _NVIDIA_SMI.finditer(text)
@@ -298,11 +307,12 @@ def migrate_shell(text: str, target: str = "neutral") -> MigrationResult:
     ]
     diagnostics += launchers.launcher_diagnostics(text, lexer.commands, position, target)
     site_starts = {site.start for site in sites}
-    # Names in code that the shell itself neither sets nor reads: arguments (`mpirun -x NCCL_DEBUG`), text.
+    # Names in code that the shell itself neither sets nor reads: arguments (`mpirun -x NCCL_DEBUG`), text,
+    # and the scheduler's directives.
     others = [
         Site(m.start(), m.end(), m.group())
         for m in VARIABLE.finditer(text)
-        if m.start() not in site_starts and in_code(m.start())
+        if m.start() not in site_starts and (in_code(m.start()) or in_directive(m.start()))
     ]
     for site in sorted(sites + others, key=lambda site: site.start):
         if is_cuda_only(site.name):

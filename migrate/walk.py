@@ -6,6 +6,11 @@ Directories are walked recursively for `*.py`, shell scripts, extensionless scri
 Python or a shell, and YAML files whose content is an accelerate config, in a stable
 order, skipping hidden, virtual-environment, build and cache folders, symbolic links, what `.gitignore`
 files ignore (as ruff does; `respect_gitignore=False` turns that off) and whatever the exclude globs match.
+
+A folder named `build` or `dist` is a build output at a project's top (setuptools' `build/lib/…`, wheels in
+`dist/`) but a source package inside one (mmengine's `mmengine/dist/`, distributed training): it is walked
+when it or the folder holding it has an `__init__.py`, and otherwise skipped with a one-line notice when it
+holds Python files, so that no source package is left unconverted without a word (docs/migrate.md).
 """
 
 from __future__ import annotations
@@ -26,8 +31,6 @@ SKIPPED_DIRS = frozenset(
     {
         "__pycache__",
         "__pypackages__",
-        "build",
-        "dist",
         "_build",
         "buck-out",
         "node_modules",
@@ -35,6 +38,8 @@ SKIPPED_DIRS = frozenset(
         "venv",
     }
 )
+# Build outputs by name, and as often source packages by the same name (`dist` for distributed training).
+BUILD_OUTPUT_DIRS = frozenset({"build", "dist"})
 # `#!/usr/bin/python3.11`, `#!/usr/bin/env -S python3 -u`, `#!/bin/bash -e`: the interpreter's name.
 _SHEBANG = re.compile(rb"#![ \t]*(?:\S*/)?(?:env[ \t]+(?:-\S+[ \t]+)*)?(?:\S*/)?(\S+)")
 _SHEBANG_KINDS = (
@@ -58,6 +63,19 @@ class Found:
 class InputError:
     path: Path
     message: str
+
+
+@dataclass(frozen=True)
+class SkippedFolder:
+    """A build-output folder left out of a walk that holds Python files: told, never skipped in silence."""
+
+    path: Path
+    python_files: int
+
+    @property
+    def notice(self) -> str:
+        files = f"{self.python_files} Python file{'' if self.python_files == 1 else 's'}"
+        return f"{self.path}: skipped as a build output ({files}); name it on the command line to migrate it"
 
 
 @dataclass(frozen=True)
@@ -111,14 +129,18 @@ def kind_of(path: Path, first_bytes: bytes | None = None) -> str:
 
 def discover(
     paths: Iterable[Path], excludes: Iterable[str] | Exclusions = ()
-) -> tuple[list[Found], list[InputError]]:
-    """The files to migrate, each once, and a one-line error for every path that yields none."""
+) -> tuple[list[Found], list[InputError], list[SkippedFolder]]:
+    """The files to migrate, each once, a one-line error for every path that yields none, and the build
+    output folders skipped that hold Python files."""
     rules = excludes if isinstance(excludes, Exclusions) else Exclusions(tuple(excludes))
     found: dict[Path, Found] = {}
     errors: list[InputError] = []
+    skipped: list[SkippedFolder] = []
     for root in paths:
         if root.is_dir():
-            files = list(_Walk(root, rules).files())
+            walk = _Walk(root, rules)
+            files = list(walk.files())
+            skipped += walk.skipped
             if not files:
                 errors.append(InputError(root, "no Python files or shell scripts in this directory"))
         elif root.exists():
@@ -128,7 +150,7 @@ def discover(
             continue
         for file in files:
             found.setdefault(Path(os.path.realpath(file.path)), file)
-    return list(found.values()), errors
+    return list(found.values()), errors, skipped
 
 
 def _found(path: Path, kind: str) -> Found:
@@ -144,6 +166,7 @@ class _Walk:
         self.root = root
         self.top = root.resolve()  # .gitignore patterns are matched against paths below their folder
         self.rules = rules
+        self.skipped: list[SkippedFolder] = []
         # (folder, its compiled .gitignore), outermost first; those above the root come from the folders
         # between it and its git repository's top, as git reads them.
         self.ignores: list[tuple[Path, object]] = []
@@ -166,7 +189,7 @@ class _Walk:
             dirnames[:] = sorted(
                 name
                 for name in dirnames
-                if not _skipped_dir(here / name) and not self._excluded(here / name, absolute / name, True)
+                if not self._skipped(here / name) and not self._excluded(here / name, absolute / name, True)
             )
             for name in sorted(filenames):
                 path = here / name
@@ -174,6 +197,16 @@ class _Walk:
                 if kind is None or path.is_symlink() or self._excluded(path, absolute / name, False):
                     continue
                 yield _found(path, kind)
+
+    def _skipped(self, folder: Path) -> bool:
+        if folder.name not in BUILD_OUTPUT_DIRS or folder.is_symlink():
+            return _skipped_dir(folder)
+        if (folder / "__init__.py").exists() or (folder.parent / "__init__.py").exists():
+            return False  # a package, or a folder of one: source code that happens to be named so
+        python_files = sum(name.endswith(PYTHON_SUFFIXES) for _, _, names in os.walk(folder) for name in names)
+        if python_files:
+            self.skipped.append(SkippedFolder(folder, python_files))
+        return True
 
     def _kind(self, path: Path) -> str | None:
         if path.name.endswith(PYTHON_SUFFIXES):

@@ -18,6 +18,7 @@ from __future__ import annotations
 import ast
 import re
 import sys
+import unicodedata
 
 import libcst as cst
 
@@ -83,8 +84,9 @@ def _used_names(tree: ast.Module) -> set[str]:
     return used
 
 
-def remove_unused(text: ParsedText, released: set[ImportSpec]) -> str:
-    """The module-level imports of `released` whose names nothing reads any more after the rewrite."""
+def remove_unused(text: ParsedText, released: set[ImportSpec]) -> tuple[str, int]:
+    """The text without the module-level imports of `released` whose names nothing reads any more after
+    the rewrite, and how many import statements that removed or narrowed."""
     code, tree = text.code, text.tree
     used = _used_names(tree)
     remover = _RemoveUnused(released, used)
@@ -99,22 +101,22 @@ def remove_unused(text: ParsedText, released: set[ImportSpec]) -> str:
             replaced.append((start, end, module.code if module.body else ""))
     for start, end, text in reversed(replaced):
         lines[start - 1 : end] = [text]
-    return "".join(lines)
+    return "".join(lines), len(replaced)
 
 
-def remove_unused_nested(text: ParsedText, libraries: set[str]) -> str:
+def remove_unused_nested(text: ParsedText, libraries: set[str]) -> tuple[str, int]:
     """Imports from torch.cuda (or from one of `libraries`) inside functions, classes and blocks
     (detectron2's function-level `from torch.cuda.amp import GradScaler`) whose names nothing reads any
     more after the rewrite: the names go, the statement too when none is left (`pass` where the block
-    would be empty)."""
+    would be empty), and how many import statements that removed or narrowed."""
     code = text.code
     if not libraries and _NESTED_TORCH_CUDA_IMPORT.search(code) is None:
-        return code  # the common case, told without parsing or walking the tree
+        return code, 0  # the common case, told without parsing or walking the tree
     candidates = [(scope, body, index) for scope, body in nested_bodies(text.tree) for index, statement in enumerate(body)
                   if (_imports_from_torch_cuda(statement) or top_module(statement) in libraries)
                   and line_group(body, index) == (index, index)]
     if not candidates:
-        return code
+        return code, 0
     used_in: dict[int, set[str]] = {}
     lines = source_lines(code)
     newline = newline_of(code)
@@ -139,7 +141,7 @@ def remove_unused_nested(text: ParsedText, libraries: set[str]) -> str:
         edits.append((statement.lineno, body[index].end_lineno, text))
     for start, end, text in sorted(edits, reverse=True):
         lines[start - 1 : end] = [text]
-    return "".join(lines)
+    return "".join(lines), len(edits)
 
 
 def _imports_from_torch_cuda(statement: ast.stmt) -> bool:
@@ -167,6 +169,9 @@ class _RemoveUnused(cst.CSTTransformer):
         return False  # module-level imports only
 
     def _keep(self, spec: ImportSpec) -> bool:
+        if not all(part is None or part.isascii() for part in spec):
+            # LibCST keeps a name as written, CPython (whose names the specs are) normalised (NFKC).
+            spec = tuple(part and unicodedata.normalize("NFKC", part) for part in spec)
         return spec not in self.released or bound_name(spec) in self.used
 
     def leave_Import(self, original_node, updated_node):
@@ -186,13 +191,43 @@ class _RemoveUnused(cst.CSTTransformer):
             return cst.RemoveFromParent()
         if len(names) == len(node.names):
             return node
-        # The last name keeps the comma (and line break) the original last one had, in parentheses.
-        last_comma = node.names[-1].comma if node.rpar is not None and isinstance(node, cst.ImportFrom) else None
-        names[-1] = names[-1].with_changes(comma=last_comma or cst.MaybeSentinel.DEFAULT)
+        if isinstance(node, cst.ImportFrom) and node.rpar is not None and _spans_lines(node):
+            return _kept_in_parentheses(node, names)
+        # One line (`import a, b`, `from m import (a, b,)`): the last name kept takes no comma, and a
+        # single name no parentheses.
+        names[-1] = names[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
         changes = {"names": names}
         if isinstance(node, cst.ImportFrom) and node.rpar is not None and len(names) == 1:
             changes.update(lpar=None, rpar=None)
         return node.with_changes(**changes)
+
+
+def _spans_lines(node: cst.ImportFrom) -> bool:
+    return "\n" in cst.Module(body=[]).code_for_node(node)
+
+
+def _kept_in_parentheses(node: cst.ImportFrom, names: list[cst.ImportAlias]) -> cst.ImportFrom:
+    """A parenthesised import over several lines keeps its parentheses, each kept name its own line and
+    comment, and the closing parenthesis where it was: the last name kept ends its line as the original
+    last name did (a trailing comma, then the indentation of the `)` line). A comma ends the line of a
+    name that had one: `from m import (a  # c)` would put the parenthesis in the comment."""
+    last = names[-1]
+    if last is node.names[-1]:
+        return node.with_changes(names=names)
+    own = last.comma.whitespace_after if isinstance(last.comma, cst.Comma) else None
+    original = node.names[-1].comma
+    closing = original.whitespace_after if isinstance(original, cst.Comma) else node.rpar.whitespace_before
+    rpar = node.rpar
+    if isinstance(own, cst.ParenthesizedWhitespace):
+        last_line = closing.last_line if isinstance(closing, cst.ParenthesizedWhitespace) else own.last_line
+        names[-1] = last.with_changes(comma=last.comma.with_changes(whitespace_after=own.with_changes(last_line=last_line)))
+        if not isinstance(original, cst.Comma):
+            rpar = rpar.with_changes(whitespace_before=cst.SimpleWhitespace(""))
+    elif isinstance(original, cst.Comma):
+        names[-1] = last.with_changes(comma=last.comma.with_changes(whitespace_after=closing))
+    else:
+        names[-1] = last.with_changes(comma=cst.MaybeSentinel.DEFAULT)
+    return node.with_changes(names=names, rpar=rpar)
 
 
 def _plain_imports(tree: ast.Module) -> set[str]:

@@ -137,10 +137,11 @@ class _FileRun:
             tree = tree.visit(QuotesInsideFStrings())
         code = self.snippets.splice(tree) if changes or (annotate and diagnostics) else self.source
         if changes:
-            code, added = settle(code, self.requests)
+            code, added, settled = settle(code, self.requests)
             # An added import is reported at the first conversion that needed it.
             changes[1:1] = [Change("PL110", changes[0].line, changes[0].col, f"added `import {module}`")
                             for module in added]
+            return MigrationResult(code, tuple(changes), tuple(diagnostics), self.source, settled)
         return MigrationResult(code, tuple(changes), tuple(diagnostics), self.source)
 
 

@@ -70,11 +70,12 @@ class FallbackChoice:
     libraries: frozenset[str]
     taken: tuple[bool, ...]
 
-    def take(self, text: ParsedText) -> str:
+    def take(self, text: ParsedText) -> tuple[str, int]:
         """The text (the migrated file) with the `try` statement of each fallback taken replaced by what
-        runs without the library."""
+        runs without the library, and how many lines that moved out of their blocks."""
         lines = source_lines(text.code)
         fallbacks = find_fallbacks(text.tree, self.libraries)
+        dedented = 0
         for fallback in reversed([f for f, take in zip(fallbacks, self.taken, strict=True) if take]):
             statement = fallback.statement
             indent = lines[statement.lineno - 1][: statement.col_offset]
@@ -83,13 +84,14 @@ class FallbackChoice:
                      (statement.finalbody, None)]
             replacement = "".join(_block(lines, list(part), indent, header) for part, header in parts
                                   if part and not _only_pass(part))
+            dedented += len(source_lines(replacement))
             if not replacement and fallback.alone:
                 replacement = f"{indent}pass{_ending(lines[statement.lineno - 1])}"
             # One entry per line still (the replaced ones empty), so the lines of an enclosing `try`, taken
             # next, keep their numbers, and its handler carries this replacement along.
             lines[statement.lineno - 1 : statement.end_lineno] = (
                 [replacement] + [""] * (statement.end_lineno - statement.lineno))
-        return "".join(lines)
+        return "".join(lines), dedented
 
 
 def _only_pass(statements) -> bool:

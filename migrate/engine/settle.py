@@ -25,21 +25,27 @@ from portlayer.migrate.engine.imports import (
     remove_unused,
     remove_unused_nested,
 )
+from portlayer.migrate.results import Settled
 
 
-def settle(code: str, requests: Requests) -> tuple[str, list[str]]:
-    """`code` (the migrated module) with the requests done, and the modules whose import was added."""
+def settle(code: str, requests: Requests) -> tuple[str, list[str], Settled]:
+    """`code` (the migrated module) with the requests done, the modules whose import was added, and the
+    size of what settling rewrote."""
     text = ParsedText(code)
+    dedented = imports = 0
     if requests.fallbacks is not None and any(requests.fallbacks.taken):
-        text.replace(requests.fallbacks.take(text))
+        taken, dedented = requests.fallbacks.take(text)
+        text.replace(taken)
     if requests.released:
-        text.replace(remove_unused(text, requests.released))
+        narrowed, imports = remove_unused(text, requests.released)
+        text.replace(narrowed)
     if DROPPED in text.code:
         text.replace(drop_marked(text))
-    text.replace(remove_unused_nested(text, requests.converted_libraries))
+    narrowed, nested = remove_unused_nested(text, requests.converted_libraries)
+    text.replace(narrowed)
     missing = missing_imports(text.tree, requests.added) if requests.added else []
     if missing:
         text.replace(insert_imports(text, missing))
     if requests.defined:
         text.replace(define(text, requests.defined))
-    return text.code, missing
+    return text.code, missing, Settled(imports + nested, dedented)

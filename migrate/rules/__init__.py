@@ -26,11 +26,13 @@ from portlayer.migrate.rules.int_devices import IntDeviceAssignments, IntDeviceI
 from portlayer.migrate.rules.libraries import CudaExtensions, CudaOnlyLibraries, ProgramFallbacks
 from portlayer.migrate.rules.liger import Liger
 from portlayer.migrate.rules.scaleout import DeepSpeedCalls, FsdpDeviceId
+from portlayer.migrate.rules.shadowed_imports import ShadowedCudaImports
 from portlayer.migrate.rules.tensor_types import LegacyTensorTypes
 
 RULES = (
     ProgramFallbacks,
     AlreadyDispatching,
+    ShadowedCudaImports,
     IntDeviceAssignments,
     Apex,
     BitsAndBytes,

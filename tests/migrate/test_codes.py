@@ -58,6 +58,8 @@ FIRES = {
     "PL414": ("neutral", "from torch.distributed.fsdp import FullyShardedDataParallel as FSDP\n"
                          "m = FSDP(m, device_id=args.gpu)\n", 2, 23),
     "PL415": ("musa", "import deepspeed\n", 1, 8),
+    "PL416": ("musa", "if is_npu_available():\n    from torch.npu.amp import GradScaler\n"
+                      "else:\n    from torch.cuda.amp import GradScaler\ns = GradScaler()\n", 4, 5),
     # An int is taken for a CUDA device in a file with CUDA code (`rank` alone sends no file through the rules).
     "PL412": ("neutral", "import torch\ntorch.cuda.synchronize()\nx = torch.ones(1).to(local_rank)\n", 3, 22),
     "PL501": ("npu", "import torch\nx = torch.ones(2, dtype=torch.float64)\n", 2, 25),

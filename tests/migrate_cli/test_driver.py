@@ -348,6 +348,63 @@ def test_walk_skips_hidden_venv_build_and_cache_folders_and_honours_exclude(tmp_
     assert SYNCHRONIZED in (tmp_path / "src/nested/deep.py").read_text()
 
 
+# mmengine's distributed package: `mmengine/dist/utils.py`, named like a build output.
+DIST_UTILS = (
+    "import torch\nimport torch.distributed as torch_dist\n\n\n"
+    "def init_dist(local_rank):\n"
+    "    torch.cuda.set_device(local_rank)\n"
+    "    torch_dist.init_process_group(backend='nccl')\n"
+)
+
+
+def test_a_source_package_named_dist_or_build_is_walked(tmp_path, migrate):
+    write_tree(tmp_path, {
+        "pkg/__init__.py": "",
+        "pkg/dist/__init__.py": "from .utils import init_dist\n",
+        "pkg/dist/utils.py": DIST_UTILS,
+        "pkg/ops/__init__.py": "",
+        "pkg/ops/build/kernels.py": CUDA_SOURCE,  # a folder of a package: source too
+        "tools/build/__init__.py": "",
+        "tools/build/train.py": CUDA_SOURCE,  # a package itself
+    })
+
+    run = migrate(tmp_path)
+
+    assert run.exit_code == 0, run.stderr
+    migrated = (tmp_path / "pkg/dist/utils.py").read_text()
+    assert "portlayer.set_device(local_rank)" in migrated
+    assert "backend=portlayer.dist_backend()" in migrated
+    assert SYNCHRONIZED in (tmp_path / "pkg/ops/build/kernels.py").read_text()
+    assert SYNCHRONIZED in (tmp_path / "tools/build/train.py").read_text()
+    assert "note:" not in run.stderr
+
+
+def test_a_build_output_folder_holding_python_files_is_skipped_with_a_notice(tmp_path, migrate):
+    write_tree(tmp_path, {
+        "src/train.py": CUDA_SOURCE,
+        "build/lib/pkg/__init__.py": "",
+        "build/lib/pkg/train.py": CUDA_SOURCE,  # setuptools' copy of the package
+        "dist/pkg-0.1.tar.gz": b"\x1f\x8b",
+        "pkg_ns/dist/utils.py": DIST_UTILS,  # a namespace package: no __init__.py to tell it from an output
+    })
+
+    run = migrate(tmp_path)
+
+    assert run.exit_code == 0, run.stderr
+    notes = [line for line in run.stderr.splitlines() if "note:" in line]
+    assert notes == [
+        f"portlayer: note: {tmp_path / 'build'}: skipped as a build output (2 Python files); "
+        "name it on the command line to migrate it",
+        f"portlayer: note: {tmp_path / 'pkg_ns' / 'dist'}: skipped as a build output (1 Python file); "
+        "name it on the command line to migrate it",
+    ]
+    assert (tmp_path / "build/lib/pkg/train.py").read_text() == CUDA_SOURCE
+    assert (tmp_path / "pkg_ns/dist/utils.py").read_text() == DIST_UTILS
+    assert migrate(tmp_path / "pkg_ns" / "dist").exit_code == 0  # as the notice says
+    assert "portlayer.set_device(local_rank)" in (tmp_path / "pkg_ns/dist/utils.py").read_text()
+    assert "note:" not in migrate(tmp_path, "-q").stderr
+
+
 def test_a_file_named_on_the_command_line_is_taken_even_in_a_skipped_folder(tmp_path, migrate):
     write_tree(tmp_path, {"build/train.py": CUDA_SOURCE})
 
@@ -357,6 +414,41 @@ def test_a_file_named_on_the_command_line_is_taken_even_in_a_skipped_folder(tmp_
 
 
 # --- the report -----------------------------------------------------------------------------------
+
+
+FALLBACK_SOURCE = """import torch
+from torch.cuda.amp import autocast
+
+try:
+    import apex
+    HAS_APEX = True
+except ImportError:
+    apex = None
+    HAS_APEX = False
+
+
+def step(model, batch):
+    torch.cuda.synchronize()
+    with autocast():
+        return model(batch.cuda())
+"""
+
+
+def test_the_summary_sizes_the_rewrite_by_kind_as_a_diff_stat_does(tmp_path, migrate):
+    """Three sites, three imports (`import torch` and `from torch.cuda.amp import autocast` no longer read,
+    `import portlayer` added), and apex's fallback taken: its two `except` lines dedented, none of them a
+    site."""
+    write_tree(tmp_path, {"train.py": FALLBACK_SOURCE, "plain.py": PLAIN_SOURCE})
+
+    run = migrate(tmp_path, "--report", str(tmp_path / "report.json"))
+
+    assert run.exit_code == 0, run.stderr
+    assert run.stderr.splitlines()[-1].endswith(
+        "; 5 changes; 0 errors, 0 warnings, 0 info; rewritten: 3 sites, 3 imports, 1 fallback taken "
+        "(2 lines dedented)")
+    summary = json.loads((tmp_path / "report.json").read_text())["summary"]
+    assert summary["rewritten"] == {"sites": 3, "imports": 3, "fallbacks": 1, "dedented": 2}
+    assert "rewritten" not in migrate(tmp_path).stderr  # nothing left to rewrite: no sizes to give
 
 
 def test_report_lists_changes_and_diagnostics_per_file_and_counts_by_category(tmp_path, migrate):

@@ -132,6 +132,31 @@ def test_names_left_in_code_are_reported_with_a_hint_to_rename_by_hand():
     assert "rename it to HCCL_SOCKET_IFNAME by hand" in result.diagnostics[0].hint
 
 
+# Megatron-LM's SBATCH.sh / SRUN.sh shapes: a scheduler's directive is a comment to bash, a setting to Slurm.
+SLURM_SCRIPT = """#!/bin/bash
+#SBATCH --nodes=2 --gres=gpu:8
+#SBATCH --export=ALL,CUDA_VISIBLE_DEVICES=0,1,2,3,NCCL_IB_HCA=mlx5
+#PBS -v CUDA_DEVICE_MAX_CONNECTIONS=1
+# CUDA_VISIBLE_DEVICES in a plain comment stays unmentioned
+srun --export=ALL,NCCL_SOCKET_IFNAME=eth0 python train.py
+"""
+
+
+@pytest.mark.parametrize(
+    ("target", "expected"),
+    [
+        ("npu", [("PL601", 3, 22), ("PL605", 3, 51), ("PL607", 4, 9), ("PL602", 6, 19)]),
+        ("musa", [("PL601", 3, 22), ("PL602", 3, 51), ("PL607", 4, 9), ("PL602", 6, 19)]),
+        ("neutral", [("PL604", 3, 22), ("PL607", 4, 9)]),
+    ],
+)
+def test_variables_in_scheduler_directives_are_reported_never_renamed(target, expected):
+    result = migrate_shell(SLURM_SCRIPT, target)
+
+    assert result.code == SLURM_SCRIPT
+    assert [(d.code, d.line, d.col) for d in result.diagnostics] == expected
+
+
 def test_a_value_that_needs_converting_but_is_not_a_number_is_reported():
     script = 'export NCCL_BUFFSIZE="$BUF"\necho $NCCL_BUFFSIZE\n'
 
