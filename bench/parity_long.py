@@ -57,8 +57,8 @@ def trained(options: Options, perturb: int = 0, wrong: str | None = None) -> Ser
         collected = Collector()
         for index in range(1, options.steps + 1):
             lr = step.scheduler.get_last_lr()[0]
-            loss_sum, _, norm = step(index)
-            collected.add(index, loss=loss_sum / options.grad_accum, grad_norm=norm, lr=lr)
+            losses, _, norm = step(index)  # read at once: this bench times nothing
+            collected.add(index, loss=sum(losses.tolist()) / options.grad_accum, grad_norm=float(norm), lr=lr)
     return collected.series(wrong or ("baseline" if not perturb else f"perturbed {perturb}"), "bench run")
 
 
