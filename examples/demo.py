@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 from portlayer.train.process_group import ProcessGroup
-from portlayer.train.runfile import BASELINES, read_run
+from portlayer.train.runfile import read_run
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE = REPO / "examples" / "cuda_ddp_train.py"
@@ -118,12 +118,15 @@ def train_on_the_stand_in_npu(env: dict) -> None:
 
 
 def pick_baseline() -> Path:
-    """The committed baseline for the preset, from an accelerator when there is one (a stronger claim than
-    cpu against cpu)."""
-    candidates = sorted(BASELINES.glob(f"{PRESET}.*.json"), key=lambda path: ".cpu-" in path.name)
-    if not candidates:
-        sys.exit(f"demo: no committed baseline for {PRESET} in {BASELINES}/")
-    return candidates[0]
+    """The committed fp32 baseline for the preset (the demo's run is fp32), from an accelerator when there is one
+    (a stronger claim than cpu against cpu): as `portlayer parity check` picks it."""
+    from portlayer.cli import UnusableInput
+    from portlayer.train.parity_check import choose_baseline
+
+    try:
+        return choose_baseline(PRESET, "fp32").path
+    except UnusableInput as exc:
+        sys.exit(f"demo: {exc.message}")
 
 
 def heading(number: int, text: str) -> None:
