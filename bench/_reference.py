@@ -42,6 +42,21 @@ def preset_options(name: str = PRESET, steps: int = WARMUP + PAIRS) -> Options:
     )
 
 
+class Samples(torch.utils.data.Dataset):
+    """The training samples in the reference trainer's order, one dict of tensors each."""
+
+    def __init__(self, blocks: data.Blocks, options: Options):
+        self.blocks, self.order, self.seed = blocks, data.Order(len(blocks.train), options.seed), options.seed
+        self.length = options.steps * options.per_device_batch
+
+    def __len__(self) -> int:
+        return self.length
+
+    def __getitem__(self, index: int) -> dict[str, torch.Tensor]:
+        batch = data.train_batch(self.blocks, self.order, index, 1, self.seed)
+        return {name: tensor[0] for name, tensor in batch.items()}
+
+
 def reference_step(options: Options) -> TrainingStep:
     """The reference trainer's step (its optimizer, schedule, data order) on a fresh model, one cpu thread:
     on a shared machine a step with two threads waits on whichever was descheduled."""

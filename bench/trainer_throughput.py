@@ -36,23 +36,16 @@ def peak_flops(device_name: str) -> float | None:
 
 def hf_trainer_side(preset_name: str, steps: int, skip: int, precision: str) -> dict:
     """HuggingFace's Trainer on the preset's model and the reference trainer's data; tokens/s after `skip` steps."""
-    import torch
+    from _reference import Samples, preset_options
     from transformers import PrinterCallback, Trainer, TrainerCallback, TrainingArguments
 
     import portlayer
     from portlayer.train import data
-    from portlayer.train.presets import build_model, get_preset
+    from portlayer.train.presets import build_model
 
-    preset = get_preset(preset_name)
-    blocks = data.load_blocks(preset.task, preset.seq_len, None)
-    order = data.Order(len(blocks.train), 0)
-
-    class Samples(torch.utils.data.Dataset):
-        def __len__(self):
-            return steps * preset.per_device_batch
-
-        def __getitem__(self, index):
-            return {k: v[0] for k, v in data.train_batch(blocks, order, index, 1, 0).items()}
+    options = preset_options(preset_name, steps)
+    preset = options.preset
+    samples = Samples(data.load_blocks(preset.task, preset.seq_len, None), options)
 
     class Clock(TrainerCallback):
         marks: dict[int, float] = {}
@@ -72,11 +65,14 @@ def hf_trainer_side(preset_name: str, steps: int, skip: int, precision: str) -> 
             seed=0, report_to="none", save_strategy="no", logging_strategy="no", disable_tqdm=True,
             dataloader_num_workers=0,
         )  # fmt: skip
-        trainer = Trainer(model=model, args=args, train_dataset=Samples(), callbacks=[Clock()])
+        trainer = Trainer(model=model, args=args, train_dataset=samples, callbacks=[Clock()])
         trainer.remove_callback(PrinterCallback)
         trainer.train()
     seconds = Clock.marks[steps] - Clock.marks[skip]
-    return {"tokens_per_s": (steps - skip) * preset.per_device_batch * preset.seq_len / seconds}
+    return {
+        "tokens_per_s": (steps - skip) * preset.per_device_batch * preset.seq_len / seconds,
+        "parameters": sum(p.numel() for p in model.parameters()),  # for MFU: 6 x parameters FLOPs a token
+    }
 
 
 def reference_side(preset: str, steps: int, skip: int, precision: str, compile: bool) -> dict:
@@ -122,9 +118,7 @@ def main() -> None:
 
 
 def report(args, hf: dict, eager: dict, compiled: dict) -> None:
-    from portlayer.train.presets import build_model, get_preset
-
-    parameters = sum(p.numel() for p in build_model(get_preset(args.preset), seed=0, parity=False).parameters())
+    parameters = hf["parameters"]
     peak = peak_flops(eager["device_name"])
     figures = {"preset": args.preset, "precision": args.precision, "steps": args.steps, "skip": args.skip,
                "device_name": eager["device_name"], "parameters": parameters, "peak_flops": peak,

@@ -19,27 +19,10 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))  # run alone or by `python -m bench`: find _reference
-import torch  # noqa: E402
-from _reference import WARMUP, preset_options, reference_step, report, timed_reference_step  # noqa: E402
+from _reference import WARMUP, Samples, preset_options, reference_step, report, timed_reference_step  # noqa: E402
 from transformers import PrinterCallback, Trainer, TrainerCallback, TrainingArguments  # noqa: E402
 
-from portlayer.train import data  # noqa: E402
-from portlayer.train.train import Options, TrainingStep  # noqa: E402
-
-
-class Samples(torch.utils.data.Dataset):
-    """The training samples in the reference trainer's order, one dict of tensors each."""
-
-    def __init__(self, blocks: data.Blocks, options: Options):
-        self.blocks, self.order, self.seed = blocks, data.Order(len(blocks.train), options.seed), options.seed
-        self.length = options.steps * options.per_device_batch
-
-    def __len__(self) -> int:
-        return self.length
-
-    def __getitem__(self, index: int) -> dict[str, torch.Tensor]:
-        batch = data.train_batch(self.blocks, self.order, index, 1, self.seed)
-        return {name: tensor[0] for name, tensor in batch.items()}
+from portlayer.train.train import TrainingStep  # noqa: E402
 
 
 class Lockstep(TrainerCallback):
