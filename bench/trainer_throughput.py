@@ -55,7 +55,7 @@ def hf_trainer_side(preset_name: str, steps: int, skip: int, precision: str) -> 
                 portlayer.synchronize()
                 self.marks[state.global_step] = time.perf_counter()
 
-    model = build_model(preset, seed=0, parity=False)
+    model = build_model(preset, seed=0, parity=False, attention="sdpa")  # transformers' own, as Trainer users have
     with tempfile.TemporaryDirectory(prefix="bench-hf-") as output_dir:
         args = TrainingArguments(
             output_dir=output_dir, per_device_train_batch_size=preset.per_device_batch, max_steps=steps,

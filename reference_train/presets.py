@@ -253,9 +253,11 @@ def build_config(
 
 
 def attention_implementation(parity: bool) -> str:
-    """Eager attention in parity mode (the fused kernels differ by backend), else torch's sdpa; preflight builds
-    the same."""
-    return "eager" if parity else "sdpa"
+    """Eager attention in parity mode (the fused kernels differ by backend), else torch's sdpa without a mask for
+    the trainer's whole blocks (reference_train/attention.py); preflight builds the same."""
+    from portlayer.train import attention
+
+    return "eager" if parity else attention.registered()
 
 
 def model_class(task: str):
@@ -273,12 +275,13 @@ def build_model(
     model_name_or_path: str | None = None,
     trust_remote_code: bool = False,
     config=None,
+    attention: str | None = None,
 ):
     """The preset's model on the cpu in fp32, initialised from `seed` (or loaded from a checkpoint).
 
     Initialising on the cpu makes the weights bitwise the same on every backend. Parity mode zeroes the
     dropout fields and uses eager attention: the fused kernels differ by backend and some have no
-    deterministic backward.
+    deterministic backward. `attention` names another of transformers' attention implementations.
     """
     import torch
 
@@ -290,7 +293,7 @@ def build_model(
             model_name_or_path=model_name_or_path,
             trust_remote_code=trust_remote_code,
         )
-    attention = attention_implementation(parity)
+    attention = attention or attention_implementation(parity)
     torch.manual_seed(seed)
     with torch.device("cpu"):
         if model_name_or_path:

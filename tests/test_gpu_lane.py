@@ -40,7 +40,7 @@ def test_the_dry_run_plans_the_install_the_suite_and_the_cuda_checks_and_runs_no
     expected = {
         "install the carried wheels": "would run (dry run)",
         "install portlayer": "would run (dry run)",
-        "the suite, CUDA visible": "would run (dry run)",
+        "the suite, CUDA visible": "would run (dry run), beside the others",
         "the example in four forms": "skipped: dry run, no CUDA device",
     }
     for preset in TINY_PRESETS:
@@ -63,9 +63,9 @@ def test_the_dry_run_plans_the_install_the_suite_and_the_cuda_checks_and_runs_no
     assert all(sys.executable in command for command in commands if "pip" in command or "pytest" in command)
     assert f"pip install --no-index --no-deps --disable-pip-version-check {wheels}/libcst-" in commands[0]
     assert commands[1].endswith(f"--no-build-isolation -e {REPO}")
-    # The bench first, alone on the device; then the suite, in the background beside the CUDA checks.
+    # The bench first, alone on the device; then the suite, beside the CUDA checks.
     assert "bench/trainer_throughput.py" in commands[2]
-    assert "-m pytest -q -n auto" in commands[3]
+    assert "-m pytest -v -n " in commands[3]
     assert not out.exists()
 
 
@@ -75,6 +75,14 @@ def test_a_portlayer_wheel_among_the_carried_ones_is_installed_instead_of_the_ch
     assert result.returncode == 0, result.stderr
     assert "install portlayer" not in steps(result.stdout)
     assert "portlayer-0.9.0-py3-none-any.whl" in result.stdout
+
+
+def test_a_carried_deepspeed_wheel_counts_as_installed_when_the_plan_is_made(tmp_path):
+    # The plan is made before the wheels are installed: DeepSpeed among them plans the ZeRO checks.
+    (tmp_path / "deepspeed-0.19.8-py3-none-any.whl").touch()
+    said = steps(lane("--dry-run", "--wheels", tmp_path).stdout)
+    for strategy in ("zero1", "zero2", "zero3"):
+        assert said[f"strategy {strategy} on one GPU"] == "skipped: dry run, no CUDA device"
 
 
 def test_without_cuda_and_without_dry_run_it_refuses_in_one_line(tmp_path):

@@ -19,8 +19,9 @@ without dependencies, unless its wheel was among them. Then, each step timed:
 5. the trainer's throughput against HuggingFace's Trainer: gpt2, bf16, 16 x 1024 tokens a step, eager and
    --compile (bench/trainer_throughput.py; the figures in OUT/throughput.json).
 
-The throughput bench runs first, alone on the device; then the suite runs in the background while the CUDA
-checks run one after another (its output goes to OUT/suite.log, its last lines to the screen when it fails).
+The throughput bench runs first, alone on the device (its figures are timings). Then the suite and every check
+start together and share the machine (they are verdicts, not timings): each writes OUT/<step>.log, whose last
+lines go to the screen when it fails.
 Target: 8 minutes on a 16-core machine with one GPU; the total is printed against it. Everything it wrote is
 packed into OUT.tar.gz at the end. Where DeepSpeed is not installed, the suite skips the tests that need it
 (PORTLAYER_TESTS_WITHOUT_DEEPSPEED=1, tests/conftest.py), saying so. `--dry-run` (a machine
@@ -61,8 +62,8 @@ class Step:
     cuda_only: bool = True
     # Why this step cannot run on this machine (printed instead of running it), or None.
     skip: str | None = None
-    # Runs beside the steps after it (the suite, on the cores the CUDA checks leave idle); waited for at the end.
-    background: bool = False
+    # Runs beside the other concurrent steps, started together once the serial ones are done; waited for at the end.
+    concurrent: bool = True
 
 
 def portlayer(*args: str) -> tuple[str, ...]:
@@ -72,9 +73,10 @@ def portlayer(*args: str) -> tuple[str, ...]:
 def install_steps(wheels: Path | None) -> list[Step]:
     pip = (sys.executable, "-m", "pip", "install", "--no-index", "--no-deps", "--disable-pip-version-check")
     files = sorted(str(p) for p in wheels.iterdir() if p.suffix == ".whl") if wheels else []
-    steps = [Step("install the carried wheels", (*pip, *files), cuda_only=False)] if files else []
+    steps = [Step("install the carried wheels", (*pip, *files), cuda_only=False, concurrent=False)] if files else []
     if not any(Path(name).name.startswith("portlayer-") for name in files):
-        steps.append(Step("install portlayer", (*pip, "--no-build-isolation", "-e", str(REPO)), cuda_only=False))
+        steps.append(Step("install portlayer", (*pip, "--no-build-isolation", "-e", str(REPO)),
+                          cuda_only=False, concurrent=False))  # fmt: skip
     return steps
 
 
@@ -99,12 +101,17 @@ def parity_steps(out: Path) -> list[Step]:
     return steps
 
 
-def strategy_steps(out: Path) -> list[Step]:
-    has_deepspeed = importlib.util.find_spec("deepspeed") is not None
+def has_deepspeed(wheels: Path | None) -> bool:
+    """DeepSpeed installed here, or among the wheels the lane installs first (the plan is made before that)."""
+    carried = wheels is not None and any(p.name.startswith("deepspeed-") for p in wheels.glob("*.whl"))
+    return carried or importlib.util.find_spec("deepspeed") is not None
+
+
+def strategy_steps(out: Path, deepspeed: bool) -> list[Step]:
     steps = []
     for strategy in ONE_GPU_STRATEGIES + DEEPSPEED_STRATEGIES:
         skip = None
-        if strategy in DEEPSPEED_STRATEGIES and not has_deepspeed:
+        if strategy in DEEPSPEED_STRATEGIES and not deepspeed:
             skip = "DeepSpeed is not installed (carry its build in --wheels)"
         command = portlayer("parity", "run", "--preset", "gpt2-tiny", "--nproc", "1", "--steps", "5",
                             "--strategy", strategy, "--out", str(out / f"strategy-{strategy}.json"))  # fmt: skip
@@ -114,13 +121,16 @@ def strategy_steps(out: Path) -> list[Step]:
 
 def plan(wheels: Path | None, out: Path) -> list[Step]:
     throughput = Step("trainer throughput vs HF Trainer, gpt2 bf16",
-                      (sys.executable, str(REPO / "bench" / "trainer_throughput.py"), "--out", str(out / "throughput.json")))  # fmt: skip
-    suite = Step("the suite, CUDA visible", (sys.executable, "-m", "pytest", "-q", "-n", "auto", "--dist", "loadgroup",
-                 "-p", "no:randomly"),
-                 cuda_only=False, background=True)  # fmt: skip
+                      (sys.executable, str(REPO / "bench" / "trainer_throughput.py"), "--out", str(out / "throughput.json")),
+                      concurrent=False)  # fmt: skip
+    # Workers for all but the few cores the checks beside it keep busy.
+    workers = str(max(2, (os.cpu_count() or 2) - 4))
+    suite = Step("the suite, CUDA visible", (sys.executable, "-m", "pytest", "-v", "-n", workers, "--dist", "loadgroup",
+                 "-p", "no:randomly", "-rfE", "--durations=30"), cuda_only=False)  # fmt: skip
     example = Step("the example in four forms", (sys.executable, str(REPO / "tools" / "example_forms.py")))
     # The bench first, alone on the device: the suite's processes would share it.
-    return [*install_steps(wheels), throughput, suite, example, *parity_steps(out), *strategy_steps(out)]
+    return [*install_steps(wheels), throughput, suite, example, *parity_steps(out),
+            *strategy_steps(out, has_deepspeed(wheels))]
 
 
 def cuda_devices() -> list[str]:
@@ -149,23 +159,26 @@ def describe_machine() -> list[str]:
     return lines
 
 
-def run(step: Step, env: dict) -> tuple[bool, float]:
-    start = time.monotonic()
-    status = subprocess.run(step.command, cwd=REPO, env=env).returncode
-    return status == 0, time.monotonic() - start
+def start(step: Step, env: dict, log: Path | None) -> subprocess.Popen:
+    output = log.open("w") if log else None
+    try:
+        return subprocess.Popen(step.command, cwd=REPO, env=env, stdout=output, stderr=subprocess.STDOUT if log else None)
+    finally:
+        if output:
+            output.close()
 
 
-def start_background(step: Step, env: dict, log: Path) -> subprocess.Popen:
-    with log.open("w") as output:
-        return subprocess.Popen(step.command, cwd=REPO, env=env, stdout=output, stderr=subprocess.STDOUT)
-
-
-def wait_background(step: Step, process: subprocess.Popen, log: Path) -> bool:
+def finish(step: Step, process: subprocess.Popen, began: float, log: Path | None) -> bool:
     ok = process.wait() == 0
-    print(f"== {step.name}: {'passed' if ok else 'FAILED'} (output in {log})", flush=True)
-    if not ok:
-        print("\n".join(log.read_text(errors="replace").splitlines()[-40:]))
+    where = f" (output in {log})" if log else ""
+    print(f"== {step.name}: {'passed' if ok else 'FAILED'} in {time.monotonic() - began:.0f} s{where}", flush=True)
+    if not ok and log:
+        print("\n".join(log.read_text(errors="replace").splitlines()[-40:]), flush=True)
     return ok
+
+
+def log_name(step: Step) -> str:
+    return "".join(c if c.isalnum() or c in "-." else "-" for c in step.name).strip("-") + ".log"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -182,37 +195,32 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     for line in describe_machine():
         print(line)
-    return execute(plan(args.wheels, args.out), args.out, args.dry_run)
+    return execute(plan(args.wheels, args.out), args.out, args.dry_run, has_deepspeed(args.wheels))
 
 
-def execute(steps: list[Step], out: Path, dry_run: bool) -> int:
+def execute(steps: list[Step], out: Path, dry_run: bool, deepspeed: bool) -> int:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
     env.pop("PORTLAYER_BACKEND", None)  # the probe finds CUDA, as a user's run does
-    if importlib.util.find_spec("deepspeed") is None:
+    if not deepspeed:
         env["PORTLAYER_TESTS_WITHOUT_DEEPSPEED"] = "1"  # the suite skips what needs it, saying so (tests/conftest.py)
     if not dry_run:
         out.mkdir(parents=True, exist_ok=True)
-    failed, began, background = [], time.monotonic(), []
+    failed, began, running = [], time.monotonic(), []
     for step in steps:
         print(f"== {step.name}: {shlex.join(step.command)}", flush=True)
         if step.skip or (dry_run and step.cuda_only):
             print(f"   skipped: {step.skip or 'dry run, no CUDA device'}")
             continue
         if dry_run:
-            print("   would run (dry run)")
+            print(f"   would run (dry run){', beside the others' if step.concurrent else ''}")
             continue
-        if step.background:
-            log = out / "suite.log"
-            background.append((step, start_background(step, env, log), log))
-            print(f"   started in the background (output in {log})", flush=True)
-            continue
-        ok, seconds = run(step, env)
-        print(f"   {'passed' if ok else 'FAILED'} in {seconds:.0f} s", flush=True)
-        if not ok:
+        if step.concurrent:
+            log = out / log_name(step)
+            running.append((step, start(step, env, log), time.monotonic(), log))
+            print(f"   started (output in {log})", flush=True)
+        elif not finish(step, start(step, env, None), time.monotonic(), None):
             failed.append(step.name)
-    for step, process, log in background:
-        if not wait_background(step, process, log):
-            failed.append(step.name)
+    failed += [step.name for step, process, since, log in running if not finish(step, process, since, log)]
     if dry_run:
         print(f"dry run: {len(steps)} steps planned, nothing run")
         return 0
