@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 
 from portlayer.backends import IN_TREE
 
@@ -80,6 +81,28 @@ def hidden(base: dict | None = None) -> dict:
         env.pop("PYTHONPATH", None)
     env.update(NONE_VISIBLE)
     return env
+
+
+# Named for tests/devices_stay_hidden/sitecustomize.py: the variables it empties in every process started below.
+HIDDEN_DEVICES_ENV = "PORTLAYER_TESTS_HIDDEN_DEVICES"
+DEVICES_STAY_HIDDEN = Path(__file__).resolve().parent / "devices_stay_hidden"
+
+
+def devices_stay_hidden(env: dict) -> dict:
+    """`env`, with which every process it starts, and every process those start, empties each visible-devices
+    variable at its start (a sitecustomize first on PYTHONPATH), whatever a launcher wrote on the way."""
+    return {
+        **env,
+        "PYTHONPATH": os.pathsep.join(filter(None, (str(DEVICES_STAY_HIDDEN), env.get("PYTHONPATH")))),
+        HIDDEN_DEVICES_ENV: ",".join(VISIBLE_DEVICES),
+    }
+
+
+def hidden_from_launched(base: dict | None = None) -> dict:
+    """`hidden(base)`, kept so in the processes a launcher starts after writing a visible-devices variable of its
+    own (accelerate's `gpu_ids`, DeepSpeed's `--num_gpus`: CUDA_VISIBLE_DEVICES=0,1), which would show a GPU
+    host's devices to them again."""
+    return devices_stay_hidden(hidden(base))
 
 
 def selected_without_accelerators(name: str = "") -> dict:

@@ -15,6 +15,7 @@ import sys
 import pytest
 
 from portlayer.migrate.engine import migrate_source
+from tests import accelerator
 from tests.processes import HUNG_S
 
 # A GPT training script's auto-detection (nanoGPT-style forks): the cpu unless CUDA, or Apple's mps.
@@ -85,7 +86,7 @@ def test_a_cuda_or_mps_chain_places_on_the_stand_in_npu(target, stand_in_device)
 
 @pytest.mark.parametrize("target", ["neutral", "torch"])
 def test_a_cuda_or_mps_chain_falls_back_to_the_cpu_without_an_accelerator(target):
-    host = {k: v for k, v in os.environ.items() if not k.startswith(("PORTLAYER_", "FAKE_"))}
+    host = accelerator.hidden({k: v for k, v in os.environ.items() if not k.startswith(("PORTLAYER_", "FAKE_"))})
     ran = run_migrated(target, host)
     assert (ran["auto_detect"], ran["cuda_flag"], ran["allocated"]) == ("cpu", "cpu", 0)
 

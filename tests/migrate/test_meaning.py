@@ -1,15 +1,22 @@
 """Migrated code keeps what it means (docs/migrate.md, "Meaning"): each idiom of the issue's table is
-migrated and then run here on the cpu backend, where the original's answers are those of a host
+migrated and then run on a host without accelerators, where the original's answers are those of a host
 without CUDA: no accelerator-only branch runs, device strings stay strings, and the program's own cpu
-fallback is taken."""
+fallback is taken.
 
-import warnings
+The neutral target asks portlayer, which this process holds to its cpu backend; the torch target asks torch
+itself, which on a GPU host sees CUDA here, so its code runs in a fresh process with the devices hidden
+(tests/accelerator.py). Either way a test reads the program's answers through `reading`: statements run in
+the program's names after it, binding `read` to what JSON carries back."""
+
+import json
 
 import pytest
 import torch
 
 import portlayer
 from portlayer.migrate.engine import migrate_source
+from tests.accelerator import NONE_VISIBLE
+from tests.processes import fresh_process_json
 
 RUN_TARGETS = ("neutral", "torch")  # the vendors' own API needs their plugin to run
 
@@ -19,16 +26,31 @@ def cpu_backend():
     portlayer.activate("cpu")
 
 
-def run_migrated(source: str, target: str) -> dict:
-    """Migrate `source`, check a second run changes nothing, execute it and return its namespace."""
+# Executes CODE as a module, the warnings it gave bound to `warned`, then READING in its names.
+RUN = """
+import warnings
+namespace = {"__name__": "migrated"}
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    exec(compile(CODE, TARGET, "exec"), namespace)
+namespace["warned"] = [str(w.message) for w in caught]
+exec(READING, namespace)
+read = namespace["read"]
+"""
+
+
+def run_migrated(source: str, target: str, reading: str):
+    """Migrate `source`, check a second run changes nothing, execute it on a host without accelerators and
+    return what `reading` bound to `read` there, as JSON carries it (tuples become lists)."""
     result = migrate_source(source, target)
     assert migrate_source(result.code, target).changes == ()
-    namespace: dict = {"__name__": "migrated"}
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        exec(compile(result.code, f"<{target}>", "exec"), namespace)
-    namespace["warned"] = [str(w.message) for w in caught]
-    return namespace
+    bound = f"CODE, TARGET, READING = {result.code!r}, {f'<{target}>'!r}, {reading!r}\n"
+    if target == "torch":
+        return fresh_process_json(bound + RUN + "import json; print(json.dumps(read))",
+                                  env=NONE_VISIBLE, fake_plugins=False)  # fmt: skip
+    scope: dict = {}
+    exec(bound + RUN, scope)
+    return json.loads(json.dumps(scope["read"]))
 
 
 NANOGPT_STYLE = '''
@@ -50,12 +72,9 @@ mps_or_cuda = device_type in ("cuda", "mps")
 
 @pytest.mark.parametrize("target", RUN_TARGETS)
 def test_device_string_stays_a_string_and_the_pin_memory_branch_is_off_on_the_cpu(target):
-    ran = run_migrated(NANOGPT_STYLE, target)
-    assert isinstance(ran["device"], str) and torch.device(ran["device"]).type == "cpu"
-    assert ran["device_type"] == "cpu"
-    assert ran["x"].device.type == "cpu"
-    assert (ran["on_accelerator"], ran["not_on_accelerator"], ran["by_type"], ran["mps_or_cuda"]) == (
-        False, True, False, False)
+    ran = run_migrated(NANOGPT_STYLE, target, "read = (isinstance(device, str), torch.device(device).type, "
+                       "device_type, x.device.type, on_accelerator, not_on_accelerator, by_type, mps_or_cuda)")
+    assert ran == [True, "cpu", "cpu", "cpu", False, True, False, False]
 
 
 FORMATTED = '''
@@ -71,9 +90,9 @@ first, second, third, fourth = devices(0)
 def test_device_strings_built_with_format_percent_and_plus_are_converted(target):
     result = migrate_source(FORMATTED, target)
     assert [c.code for c in result.changes if c.code == "PL101"] == ["PL101"] * 3
-    ran = run_migrated(FORMATTED, target)
-    assert [ran[name].type for name in ("first", "second", "third")] == ["cpu"] * 3
-    assert ran["fourth"] == "cuda:0"  # not bound to a device name: reported (PL405), not guessed
+    ran = run_migrated(FORMATTED, target, "read = first.type, second.type, third.type, fourth")
+    assert ran[:3] == ["cpu"] * 3
+    assert ran[3] == "cuda:0"  # not bound to a device name: reported (PL405), not guessed
     assert [d.code for d in result.diagnostics] == ["PL405"]
 
 
@@ -93,8 +112,8 @@ device_id = 3 % torch.cuda.device_count()  # the DDP tutorial's placement: a dev
 
 @pytest.mark.parametrize("target", RUN_TARGETS)
 def test_is_available_guarding_accelerator_only_code_keeps_its_meaning(target):
-    ran = run_migrated(GUARDED, target)
-    assert (ran["cuda_kwargs"], ran["graph"], ran["warned"], ran["count"], ran["device_id"]) == ({}, None, [], 0, 0)
+    ran = run_migrated(GUARDED, target, "read = cuda_kwargs, graph is None, warned, count, device_id")
+    assert ran == [{}, True, [], 0, 0]
     assert "PL402" in [d.code for d in migrate_source(GUARDED, target).diagnostics]
 
 
@@ -113,9 +132,9 @@ default_backend = dist.get_default_backend_for_device("cuda") if hasattr(dist, "
 
 
 def test_torch_target_falls_back_to_the_cpu_at_import_without_an_accelerator():
-    assert torch.accelerator.current_accelerator(check_available=True) is None  # this host has none
-    ran = run_migrated(DISTRIBUTED_AT_IMPORT, "torch")
-    assert (ran["backend"], ran["device"], ran["device_type"]) == ("gloo", torch.device("cpu"), "cpu")
+    ran = run_migrated(DISTRIBUTED_AT_IMPORT, "torch", "read = (torch.accelerator.current_accelerator("
+                       "check_available=True) is None, backend, str(device), device_type)")
+    assert ran == [True, "gloo", "cpu", "cpu"]  # the host has no accelerator, and the program knows it
 
 
 @pytest.mark.parametrize("target", ("neutral", "torch", "npu", "musa"))
@@ -209,12 +228,12 @@ class Trainer:
 
 @pytest.mark.parametrize("target", RUN_TARGETS)
 def test_an_int_gpu_id_and_a_map_location_string_place_on_the_active_backend(target, tmp_path):
-    ran = run_migrated(DDP_TUTORIAL_SHAPE, target)
-    trainer = ran["Trainer"](torch.nn.Linear(2, 2), tmp_path / "snapshot.pt")
-    trainer.save()
-    assert trainer.resume()["weight"].device.type == "cpu"
-    assert trainer.batch(torch.ones(1)).device.type == "cpu"
-    assert isinstance(trainer.gpu_id, int)
+    ran = run_migrated(DDP_TUTORIAL_SHAPE, target, f"""
+trainer = Trainer(torch.nn.Linear(2, 2), {str(tmp_path / "snapshot.pt")!r})
+trainer.save()
+read = trainer.resume()["weight"].device.type, trainer.batch(torch.ones(1)).device.type, type(trainer.gpu_id).__name__
+""")
+    assert ran == ["cpu", "cpu", "int"]
     assert [c.code for c in migrate_source(DDP_TUTORIAL_SHAPE, target).changes if c.code == "PL101"] == ["PL101"] * 3
 
 
@@ -237,9 +256,9 @@ drawn = torch.rand(2)
 def test_seeding_every_cuda_device_does_nothing_where_there_is_no_accelerator(target):
     # minGPT's mingpt/utils.py set_seed: torch.cpu, the torch target's device module here, has no
     # manual_seed_all; torch.cuda's queues the call until CUDA starts, so without CUDA it does nothing.
-    ran = run_migrated(MINGPT_SET_SEED, target)
+    ran = run_migrated(MINGPT_SET_SEED, target, "read = drawn.tolist()")
     torch.manual_seed(3)
-    assert torch.equal(ran["drawn"], torch.rand(2))
+    assert ran == torch.rand(2).tolist()
 
 
 # pytorch/examples distributed/ddp/example.py (the multi-GPU-per-process demo), in one process of a gloo group.
@@ -278,8 +297,8 @@ def test_devices_per_process_from_the_count_give_each_rank_at_least_one(target):
     # The count feeds placement arithmetic: 0 // 2 devices gave rank 1 an empty list, and
     # `model.cuda(device_ids[0])` an IndexError; the list variable given to DDP and `.to(device_ids[0])`
     # went unconverted and unreported.
-    ran = run_migrated(DDP_DEVICES_PER_PROCESS, target)
-    assert (ran["device_ids"], ran["placed"]) == ([1], "cpu")
+    ran = run_migrated(DDP_DEVICES_PER_PROCESS, target, "read = device_ids, placed")
+    assert ran == [[1], "cpu"]
     assert migrate_source(DDP_DEVICES_PER_PROCESS, target).diagnostics == ()
 
 
@@ -307,8 +326,8 @@ def test_the_torch_target_names_the_device_type_once_below_the_imports():
     definition = 'DEVICE_TYPE = (torch.accelerator.current_accelerator(check_available=True) or torch.device("cpu")).type'
     assert code.splitlines()[3] == definition and code.count("current_accelerator(check_available=True)") == 1
     assert code.count("DEVICE_TYPE") == 5
-    ran = run_migrated(AMP_STEP, "torch")
-    assert ran["answers"] == (False, torch.bfloat16, torch.bfloat16, "cpu")
+    ran = run_migrated(AMP_STEP, "torch", "read = [str(answer) for answer in answers]")
+    assert ran == ["False", "torch.bfloat16", "torch.bfloat16", "cpu"]
 
 
 def test_a_file_that_binds_the_name_keeps_the_expression_at_each_site():

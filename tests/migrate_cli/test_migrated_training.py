@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from portlayer.train.process_group import ProcessGroup
+from tests import accelerator
 from tests.processes import HUNG_S
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "cuda_ddp_train.py"
@@ -26,7 +27,8 @@ STEPS = 6
 
 
 def torchrun(script: Path, nproc: int, batch_size: int, losses: Path) -> ProcessGroup:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PORTLAYER_")}
+    # A machine without a GPU: on one with CUDA visible, two ranks would take nccl and ask for cuda:0 and cuda:1.
+    env = accelerator.hidden({k: v for k, v in os.environ.items() if not k.startswith("PORTLAYER_")})
     env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", OMP_NUM_THREADS="1")
     command = [
         sys.executable,

@@ -14,7 +14,7 @@ import pytest
 
 from portlayer.migrate.accelerate_config import migrate_config
 from portlayer.migrate.shell import migrate_shell
-from tests import fake_device
+from tests import accelerator, fake_device
 from tests.migrate_cli.helpers import snapshot, write_tree
 from tests.processes import HUNG_S
 
@@ -142,5 +142,6 @@ def test_the_npu_config_launches_a_process_group_on_the_stand_in_npu(tmp_path, m
 
 def test_pl612_the_neutral_config_on_a_host_without_accelerator_launches_lone_processes(tmp_path, migrate):
     """The reason PL612 gives, pinned: accelerate 1.15 on the cpu forms no group for MULTI_GPU."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PORTLAYER_", "FAKE_"))}
+    # accelerate writes the config's `gpu_ids: 0,1` into CUDA_VISIBLE_DEVICES for the processes it starts.
+    env = accelerator.hidden_from_launched({k: v for k, v in os.environ.items() if not k.startswith(("PORTLAYER_", "FAKE_"))})
     assert launch(prepared(tmp_path, migrate, "neutral"), env) == ["NO processes=1 device=cpu;"] * 2

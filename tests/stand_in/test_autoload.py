@@ -17,6 +17,7 @@ import sys
 import pytest
 
 from portlayer.migrate.engine import migrate_source
+from tests.accelerator import NONE_VISIBLE
 from tests.example_reference import REPO
 from tests.processes import HUNG_S
 
@@ -71,5 +72,8 @@ def test_torch_target_output_trains_on_the_autoloaded_device(migrated, stand_in_
 
 
 def test_without_autoload_the_same_output_trains_on_the_cpu(migrated, stand_in_device):
-    env = {**stand_in_device("npu", autoload=True), "TORCH_DEVICE_BACKEND_AUTOLOAD": "0"}
+    # A host whose one accelerator is the stand-in: every other backend's devices hidden (on a GPU host the program
+    # would otherwise find CUDA), the stand-in's own variable left as it is.
+    others = {name: "" for name in NONE_VISIBLE if name != "ASCEND_RT_VISIBLE_DEVICES"}
+    env = {**stand_in_device("npu", autoload=True), **others, "TORCH_DEVICE_BACKEND_AUTOLOAD": "0"}
     assert run(migrated, env) == ("trained on cpu", {"peak_bytes": None})

@@ -30,6 +30,11 @@ from portlayer.train.progress import StepBar, parse_step_event, step_event
 from tests.processes import HUNG_S
 from tests.trainer.helpers import RTOL, baseline, free_port, max_relative_difference
 
+# Gloo jobs on the cpu, held to the cpu baselines: the devices are hidden from the ranks (tests/accelerator.py). On a
+# GPU host the ranks would otherwise take nccl: rank 1 asking for a cuda:1 a one-GPU host does not have, or
+# two single-rank nodes sharing its one GPU (which NCCL refuses).
+pytestmark = pytest.mark.usefixtures("without_accelerators")
+
 PORTLAYER = [sys.executable, "-m", "portlayer"]
 
 
@@ -235,11 +240,12 @@ def test_on_a_terminal_a_bar_shows_at_once_and_ctrl_c_exits_130_leaving_no_proce
 
 
 @pytest.fixture
-def ranks_slow_to_stop():
+def ranks_slow_to_stop(without_accelerators):
     """An environment in which the ranks ignore SIGTERM, as a trainer that saves a checkpoint on SIGTERM takes
     its time over it (slow_to_stop/sitecustomize.py)."""
     hook = Path(__file__).with_name("slow_to_stop")
-    return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(hook), os.environ.get("PYTHONPATH"))))}
+    path = os.pathsep.join(filter(None, (str(hook), without_accelerators.get("PYTHONPATH"))))
+    return {**without_accelerators, "PYTHONPATH": path}
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")

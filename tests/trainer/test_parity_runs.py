@@ -12,6 +12,10 @@ from portlayer.train.parity_run import run
 from tests.parity.logs_data import band_path, h200_run
 from tests.trainer.helpers import RTOL, TINY_PRESETS, baseline, max_relative_difference
 
+# Gloo jobs on the cpu, held to the cpu baselines: the devices are hidden from the ranks (tests/accelerator.py). On a
+# GPU host the ranks would otherwise take nccl, rank 1 asking for a cuda:1 a one-GPU host does not have.
+pytestmark = pytest.mark.usefixtures("without_accelerators")
+
 
 def parity_run(*args):
     return CliRunner().invoke(run, [*map(str, args), "--quiet"], catch_exceptions=False)

@@ -16,9 +16,14 @@ from click.testing import CliRunner
 from portlayer.cli import cli
 from portlayer.train import runfile
 from portlayer.train.parity_run import run
+from tests.accelerator import devices_stay_hidden
 from tests.parity.logs_data import band_path
 from tests.processes import HUNG_S
 from tests.trainer.helpers import BASELINES, RTOL, baseline, free_port, max_relative_difference
+
+# Gloo jobs on the cpu, held to the cpu baselines: the devices are hidden from the ranks (tests/accelerator.py). On a
+# GPU host the ranks would otherwise take nccl, rank 1 asking for a cuda:1 a one-GPU host does not have.
+pytestmark = pytest.mark.usefixtures("without_accelerators")
 
 # Where each strategy keeps its model and optimizer state inside a checkpoint folder.
 STRATEGY_STATE = {"fsdp2": "model-optimizer.pt", "zero2": "deepspeed", "zero3": "deepspeed"}
@@ -84,9 +89,11 @@ def test_the_deepspeed_launcher_runs_the_trainer(tmp_path):
     out = tmp_path / "run.json"
     launcher = [sys.executable, "-m", "deepspeed.launcher.runner", "--num_gpus", "2", "--master_port", free_port()]
     trainer = ["--module", "portlayer.train", "--preset", "gpt2-tiny", "--parity", "--steps", "30"]
+    # The launcher writes CUDA_VISIBLE_DEVICES=0,1 for its ranks: kept empty there, they are the cpu ranks they mean.
+    env = devices_stay_hidden({**os.environ, "OMP_NUM_THREADS": "1"})
     result = subprocess.run(
         [*map(str, launcher), *trainer, "--strategy", "zero1", "--out", str(out), "--quiet"],
-        capture_output=True, text=True, timeout=HUNG_S, env={**os.environ, "OMP_NUM_THREADS": "1"},
+        capture_output=True, text=True, timeout=HUNG_S, env=env,
     )  # fmt: skip
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert_matches_the_ddp_baseline("gpt2-tiny", out, "zero1")
