@@ -7,7 +7,7 @@ DIR` (what the machine lacks: transformers, tokenizers, libcst, regex, datasets,
 portlayer wheel if one is there) are installed with `pip --no-index --no-deps`, then portlayer itself, editable,
 without dependencies, unless its wheel was among them. Then, each step timed:
 
-1. the suite, in parallel (`pytest -n auto`), with CUDA visible: the tests that mean a host without
+1. the suite, in parallel (`pytest -v -n <cores - 4>`), with CUDA visible: the tests that mean a host without
    accelerators hide the devices themselves (tests/accelerator.py);
 2. the bundled example as written, migrated neutral and torch, and through the drop-in: bitwise equal losses
    (tools/example_forms.py);
