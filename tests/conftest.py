@@ -32,6 +32,19 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+@pytest.fixture(scope="module")
+def cpu_backend():
+    """The module's tests run on portlayer's cpu backend, whatever the host has (on a GPU host the probe picks
+    cuda), and the backend active before is active again after: later tests in the worker see what they would."""
+    import portlayer
+    from portlayer import runtime
+
+    before = runtime.selection().backend.name
+    portlayer.activate("cpu")
+    yield
+    portlayer.activate(before)
+
+
 @pytest.fixture
 def in_fresh_process():
     return fresh_process_json

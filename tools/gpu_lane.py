@@ -119,7 +119,7 @@ def strategy_steps(out: Path, deepspeed: bool) -> list[Step]:
     return steps
 
 
-def plan(wheels: Path | None, out: Path) -> list[Step]:
+def plan(wheels: Path | None, out: Path, deepspeed: bool) -> list[Step]:
     throughput = Step("trainer throughput vs HF Trainer, gpt2 bf16",
                       (sys.executable, str(REPO / "bench" / "trainer_throughput.py"), "--out", str(out / "throughput.json")),
                       concurrent=False)  # fmt: skip
@@ -130,7 +130,7 @@ def plan(wheels: Path | None, out: Path) -> list[Step]:
     example = Step("the example in four forms", (sys.executable, str(REPO / "tools" / "example_forms.py")))
     # The bench first, alone on the device: the suite's processes would share it.
     return [*install_steps(wheels), throughput, suite, example, *parity_steps(out),
-            *strategy_steps(out, has_deepspeed(wheels))]
+            *strategy_steps(out, deepspeed)]
 
 
 def cuda_devices() -> list[str]:
@@ -160,12 +160,11 @@ def describe_machine() -> list[str]:
 
 
 def start(step: Step, env: dict, log: Path | None) -> subprocess.Popen:
-    output = log.open("w") if log else None
-    try:
-        return subprocess.Popen(step.command, cwd=REPO, env=env, stdout=output, stderr=subprocess.STDOUT if log else None)
-    finally:
-        if output:
-            output.close()
+    """`step` started, its output to `log` (the child keeps the file open), or to the screen without one."""
+    if log is None:
+        return subprocess.Popen(step.command, cwd=REPO, env=env)
+    with log.open("w") as output:
+        return subprocess.Popen(step.command, cwd=REPO, env=env, stdout=output, stderr=subprocess.STDOUT)
 
 
 def finish(step: Step, process: subprocess.Popen, began: float, log: Path | None) -> bool:
@@ -195,7 +194,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     for line in describe_machine():
         print(line)
-    return execute(plan(args.wheels, args.out), args.out, args.dry_run, has_deepspeed(args.wheels))
+    deepspeed = has_deepspeed(args.wheels)
+    return execute(plan(args.wheels, args.out, deepspeed), args.out, args.dry_run, deepspeed)
 
 
 def execute(steps: list[Step], out: Path, dry_run: bool, deepspeed: bool) -> int:

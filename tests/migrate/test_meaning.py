@@ -13,7 +13,6 @@ import json
 import pytest
 import torch
 
-import portlayer
 from portlayer.migrate.engine import migrate_source
 from tests.accelerator import NONE_VISIBLE
 from tests.processes import fresh_process_json
@@ -21,9 +20,7 @@ from tests.processes import fresh_process_json
 RUN_TARGETS = ("neutral", "torch")  # the vendors' own API needs their plugin to run
 
 
-@pytest.fixture(autouse=True, scope="module")
-def cpu_backend():
-    portlayer.activate("cpu")
+pytestmark = pytest.mark.usefixtures("cpu_backend")
 
 
 # Executes CODE as a module, the warnings it gave bound to `warned`, then READING in its names.

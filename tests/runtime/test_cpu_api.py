@@ -8,10 +8,7 @@ import torch
 import portlayer
 from portlayer.api import BOUND
 
-
-@pytest.fixture(autouse=True, scope="module")
-def cpu_backend():
-    portlayer.activate("cpu")
+pytestmark = pytest.mark.usefixtures("cpu_backend")
 
 
 def test_every_api_name_is_bound_on_the_module():

@@ -15,25 +15,11 @@ import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-import portlayer
-from portlayer import runtime
 from portlayer.train import data
 from portlayer.train.batches import MicroBatches
 from portlayer.train.presets import get_preset
 from portlayer.train.step_records import StepWindow
 from portlayer.train.train import Options, TrainingStep, World, optimizer_name
-
-
-@pytest.fixture
-def cpu_backend():
-    """The steps here are built on the cpu device, so portlayer's backend is the cpu's for the test, whatever the
-    host has (on a GPU host the probe picks cuda: the step would pin its batches and ask cuda for the peak of a cpu
-    device), and the backend active before is active again after."""
-    before = runtime.selection().backend.name
-    portlayer.activate("cpu")
-    yield
-    portlayer.activate(before)
-
 
 pytestmark = pytest.mark.usefixtures("restore_torch_switches", "cpu_backend")
 
