@@ -32,11 +32,17 @@ def restore_torch_switches():
         yield
 
 
+# A bf16 step on this cpu (no bf16 matmul units) costs a few seconds: the live run is the first third of the H200's
+# 30 steps, compared as a prefix. The 30 steps are held by the cpu's committed band references, which the same
+# trainer recorded (tests/trainer/test_bf16_parity.py).
+CPU_BF16_STEPS = 10
+
+
 @pytest.fixture(scope="session")
 def cpu_bf16_run(tmp_path_factory, portlayer_cache):
     """The run file of a tiny preset's bf16 parity run on the cpu, recorded as the H200's was (1 rank, 2
-    micro-batches of the preset's batch, 30 steps), trained once per session (tests that share it are in one
-    xdist group)."""
+    micro-batches of the preset's batch) for its first CPU_BF16_STEPS steps, trained once per session (tests that
+    share it are in one xdist group)."""
     from portlayer.train import runfile
     from portlayer.train.presets import get_preset
     from portlayer.train.train import Options, train
@@ -47,7 +53,7 @@ def cpu_bf16_run(tmp_path_factory, portlayer_cache):
         if preset_name not in made:
             preset = get_preset(preset_name)
             options = Options(
-                preset=preset, steps=30, per_device_batch=preset.per_device_batch, grad_accum=2,
+                preset=preset, steps=CPU_BF16_STEPS, per_device_batch=preset.per_device_batch, grad_accum=2,
                 seq_len=preset.seq_len, lr=preset.lr, warmup_steps=preset.warmup_steps, precision="bf16",
                 parity=True, quiet=True,
             )  # fmt: skip

@@ -14,6 +14,8 @@ TINY_PRESETS = ("gpt2-tiny", "bert-base-uncased-tiny", "mixtral-8x7b-tiny")
 # is `portlayer parity compare`'s default tolerance, written here on its own so the tests do not take it
 # from the code they check.
 RTOL = 1e-5
+# Where each sharded strategy keeps its model and optimizer state inside a checkpoint folder.
+STRATEGY_STATE = {"fsdp2": "model-optimizer.pt", "zero2": "deepspeed", "zero3": "deepspeed"}
 
 
 def baseline(preset: str) -> dict:

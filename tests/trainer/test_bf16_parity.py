@@ -12,13 +12,15 @@ from portlayer.cli import cli
 from portlayer.train import runfile
 from tests.parity.exporters import export
 from tests.parity.logs_data import band_path, band_references, h200_run
+from tests.trainer.conftest import CPU_BF16_STEPS
+from tests.trainer.helpers import TINY_PRESETS
 
 pytestmark = pytest.mark.xdist_group("cpu-bf16-runs")  # one worker trains the session's runs once
 
-# A bf16 run on the cpu is slow (no bf16 matmul units): the suite trains gpt2-tiny's; the other presets' cpu runs
-# are their bands' references, made by the command in tests/parity/data/band-references/README.md.
+# A bf16 run on the cpu is slow (no bf16 matmul units): the suite trains gpt2-tiny's first CPU_BF16_STEPS steps; the
+# 30-step cpu runs of every preset are their bands' references, made by the command in
+# tests/parity/data/band-references/README.md.
 BF16_PRESETS = ("gpt2-tiny",)
-OTHER_PRESETS = ("bert-base-uncased-tiny", "mixtral-8x7b-tiny")
 
 
 def compare(*args):
@@ -39,11 +41,11 @@ def test_a_cpu_bf16_parity_run_is_within_the_band_of_the_h200s(preset, cpu_bf16_
 
     result = compare(h200_run(preset, "bf16"), cpu_bf16_run(preset), "--band", band_path(preset, "bf16"))
     assert result.exit_code == 0, result.output
-    assert last_line(result).startswith("within the band: 30 steps of loss, learning rate;")
+    assert last_line(result).startswith(f"within the band: {CPU_BF16_STEPS} steps of loss, learning rate;")
 
 
-@pytest.mark.parametrize("preset", OTHER_PRESETS)
-def test_the_cpus_bf16_runs_of_the_other_presets_are_within_the_band_of_the_h200s(preset):
+@pytest.mark.parametrize("preset", TINY_PRESETS)
+def test_the_cpus_30_step_bf16_runs_are_within_the_band_of_the_h200s(preset):
     """Each is a correct port of the H200's run (the cpu's kernels, initial weights one ulp apart). bert's masked-LM
     loss differs from the H200's by up to 2.3e-4 at a step (band.FLOOR): the floor, not the references' spread,
     holds it there."""
@@ -62,7 +64,7 @@ def test_as_trainer_state_files_with_a_band_file_or_a_band_from_runs(preset, cpu
     from_file = compare(h200, cpu, "--band", band_path(preset, "bf16"))
     assert from_file.exit_code == 0, from_file.output
     assert "note: compared the numbers only" in from_file.output
-    assert last_line(from_file).startswith("within the band: 30 steps of loss, learning rate;")
+    assert last_line(from_file).startswith(f"within the band: {CPU_BF16_STEPS} steps of loss, learning rate;")
 
     references = [
         export(runfile.read_run(path), "trainer_state", tmp_path / f"reference-{index}.trainer_state.json")
