@@ -31,7 +31,6 @@ from tests.run_after_migrate.launch import (
     start,
 )
 
-
 # Programs run on the four ways a port is made: the migrate targets neutral, torch and npu (on the stand-in),
 # and the drop-in. One program, gpt_loop, also runs on musa and through the drop-in on the stand-in npu: on the
 # stand-in, musa differs from the npu only in its names (its module, device type and collective), which one

@@ -20,7 +20,14 @@ from portlayer.train.parity_run import run
 from tests.accelerator import devices_stay_hidden
 from tests.parity.logs_data import band_path
 from tests.processes import HUNG_S
-from tests.trainer.helpers import BASELINES, RTOL, STRATEGY_STATE, baseline, free_port, max_relative_difference
+from tests.trainer.helpers import (
+    BASELINES,
+    RTOL,
+    STRATEGY_STATE,
+    baseline,
+    free_port,
+    max_relative_difference,
+)
 
 # Gloo jobs on the cpu, held to the cpu baselines: the devices are hidden from the ranks (tests/accelerator.py). On a
 # GPU host the ranks would otherwise take nccl, rank 1 asking for a cuda:1 a one-GPU host does not have.
