@@ -9,6 +9,8 @@ A site is a line of the ORIGINAL file that says something only CUDA means:
   string that runs `nvidia-smi`;
 - in a shell script's code (after a `#` that opens a comment, nothing counts): a CUDA/NCCL variable, `nvidia-smi`.
 
+An `import torch.cuda` without an alias is no site: it imports on every build of torch; its uses are.
+
 A site is *converted* when its line differs in the output, *reported* when a diagnostic points into its
 statement (a compound statement's header lines; PL411 speaks for the whole `if` chain it is on, PL604
 for the whole shell script it leaves to the runtime), and *silent* otherwise.
@@ -41,12 +43,12 @@ STRING_PATTERNS = {
     "'cuda' device": re.compile(r"^cuda(?::\d*|:\{\})?$"),
     "'nccl'": re.compile(r"^nccl$"),
     "CUDA/NCCL variable": re.compile(rf"^(?:{_VARIABLE}|TORCH_NCCL_\w+)$"),
-    "nvidia-smi": re.compile(r"\bnvidia-smi\b"),
+    "nvidia-smi": re.compile(r"(?<![\w-])nvidia-smi(?![\w-])"),
 }
 # Matched against a shell line's code.
 SHELL_PATTERNS = {
     "CUDA/NCCL variable": re.compile(rf"\b(?:{_VARIABLE}|TORCH_NCCL_\w+)\b"),
-    "nvidia-smi": re.compile(r"\bnvidia-smi\b"),
+    "nvidia-smi": re.compile(r"(?<![\w-])nvidia-smi(?![\w-])"),
 }
 # Every pattern above holds one of these words (lowercased): a file without them has no site.
 _WORDS = ("cuda", "cudnn", "nccl", "nvidia-smi")
@@ -117,6 +119,8 @@ def _python(text: str, diagnostics) -> tuple[list[Site], set[int]]:
     patterns = defaultdict(set)
     for line, names in _code_sites(text):
         patterns[line].update(names)
+    for line in _plain_torch_cuda_imports(tree):
+        patterns[line].discard("torch.cuda")
     for line, value in _string_values(tree):
         patterns[line].update(name for name, pattern in STRING_PATTERNS.items() if pattern.search(value))
     return _sites(text, patterns), _covered_statements(tree, diagnostics)
@@ -142,6 +146,14 @@ def _blank(lines: list[str], start: tuple[int, int], end: tuple[int, int]) -> No
         first = start[1] if number == start[0] else 0
         last = end[1] if number == end[0] else len(line)
         lines[number - 1] = line[:first] + " " * (last - first) + line[last:]
+
+
+def _plain_torch_cuda_imports(tree: ast.AST):
+    """The lines of `import torch.cuda` (no alias): no site, it imports on every build of torch (which
+    imports it itself); what the program then calls through it are the sites."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import) and all(a.name == "torch.cuda" and not a.asname for a in node.names):
+            yield from range(node.lineno, node.end_lineno + 1)
 
 
 def _string_values(tree: ast.AST):

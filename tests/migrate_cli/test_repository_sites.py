@@ -92,6 +92,9 @@ def test_pl411_covers_the_if_chain_it_stands_on():
     ('"""torch.cuda in a docstring"""\n', ()),
     ('x = "cuda is fast"  # torch.cuda\n', ()),
     ("my_torch.cuda_thing = 1\n", ()),
+    ('print("nvidia-smi-like tools")\n', ()),
+    ("import torch.cuda\n", ()),  # imports on every build: its uses are the sites
+    ("import torch.cuda as tc\n", ("torch.cuda",)),
 ])
 def test_python_patterns(source, patterns):
     count = cuda_sites.count_sites("m.py", "python", source, source, ())
