@@ -203,6 +203,9 @@ CODES: dict[str, Code] = {
     "PL416": Code("amp", "warning", "torch.cuda import of a name the program also imports from elsewhere: left as is",
                   "the program picks the module itself (its own backend test), and where the test does not pick "
                   "the target the CUDA one is used: add a branch for the target, or import the name once"),
+    "PL417": Code("environment", "warning", "nvidia-smi run from Python",
+                  "ask the runtime (`portlayer.device_count()`, `portlayer.get_device_name()`) or run the vendor's "
+                  "tool (npu-smi, mthreads-gmi), whose arguments and output differ"),
     "PL501": Code("dtype", "warning", "float64 on a backend without native float64",
                   "use float32 on the device; keep float64 on the host (cpu) if needed"),
     "PL502": Code("dtype", "info", "float64 on some of the backends the code may run on has no native support",

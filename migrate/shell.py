@@ -31,7 +31,7 @@ _DECLARERS = frozenset({"export", "declare", "typeset", "local", "readonly", "un
 _ENV_RUNNERS = frozenset({"env", "sudo"})
 _ASSIGNMENT = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(?:\[[^\]]*\])?\+?=")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_NVIDIA_SMI = re.compile(r"(?<![\w.-])nvidia-smi(?![\w-])")
+NVIDIA_SMI = re.compile(r"(?<![\w.-])nvidia-smi(?![\w-])")
 _INTEGER = re.compile(r"""(["']?)(\d+)\1$""")
 _OPERATOR_CHARS = ";&|()<>"
 # Batch scheduler directives: comments to the shell, settings to Slurm, PBS and LSF
@@ -301,8 +301,8 @@ def migrate_shell(text: str, target: str = "neutral") -> MigrationResult:
         return any(a <= offset < b for a, b in directives)
 
     diagnostics = [
-        Diagnostic.of("PL603", *position(match.start()), "nvidia-smi only sees NVIDIA GPUs", _tool_hint(target))
-        for match in _NVIDIA_SMI.finditer(text)
+        Diagnostic.of("PL603", *position(match.start()), "nvidia-smi only sees NVIDIA GPUs", smi_hint(target))
+        for match in NVIDIA_SMI.finditer(text)
         if in_code(match.start())
     ]
     diagnostics += launchers.launcher_diagnostics(text, lexer.commands, position, target)
@@ -392,7 +392,7 @@ def _vendor_targets() -> str:
     return " or ".join(f"--target {name}" for name in TARGETS if name in BY_NAME)
 
 
-def _tool_hint(target: str) -> str | None:
+def smi_hint(target: str) -> str | None:
     """Where the script calls nvidia-smi: the backend's own tool (its record's `smi_command`), if it has one."""
     tool = BY_NAME[target].smi_command if target in BY_NAME else None
     return f"on {target} use `{tool}`" if tool else None
