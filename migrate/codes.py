@@ -228,7 +228,7 @@ CODES: dict[str, Code] = {
                   "table); an NCCL_* setting without a vendor equivalent has no effect off CUDA"),
     "PL607": Code("environment", "warning", "CUDA/NCCL variable has no device-generic form",
                   "set the accelerator's own variable (ASCEND_RT_VISIBLE_DEVICES, MUSA_VISIBLE_DEVICES, ...); "
-                  "a setting only CUDA reads (PYTORCH_CUDA_ALLOC_CONF, TORCH_NCCL_*) can be dropped or kept for "
+                  "a setting only CUDA reads (CUDA_DEVICE_MAX_CONNECTIONS, TORCH_NCCL_*) can be dropped or kept for "
                   "CUDA runs"),
     "PL608": Code("environment", "warning", "vendor variable takes different units",
                   "rename it by hand and convert its value (e.g. NCCL_BUFFSIZE bytes -> HCCL_BUFFSIZE MiB)"),
@@ -247,6 +247,9 @@ CODES: dict[str, Code] = {
                   "per kind of host)"),
     "PL613": Code("config", "warning", "accelerate config setting only CUDA has",
                   "fp8 needs Transformer Engine or MS-AMP (CUDA-only): use `bf16` on the target"),
+    "PL614": Code("environment", "warning", "vendor variable does not take this value",
+                  "keep the settings the vendor's allocator reads too (expandable_segments, max_split_size_mb, "
+                  "garbage_collection_threshold, roundup_power2_divisions) and set its own variable"),
     # PL9xx: processing errors.
     "PL901": Code("error", "error", "syntax error: file left untouched", "fix the syntax, or exclude the file"),
     "PL902": Code("error", "error", "decode error: file left untouched",

@@ -8,7 +8,7 @@ their vendor equivalents come from the backend records (`portlayer.backends`), t
 uses to carry the variables over at start-up.
 
 For `neutral` (and `torch`) nothing is renamed: the runtime translates the variables itself. Settings
-only CUDA reads (`CUDA_DEVICE_MAX_CONNECTIONS`, `PYTORCH_CUDA_ALLOC_CONF`, `TORCH_NCCL_*`) are reported
+only CUDA reads (`CUDA_DEVICE_MAX_CONNECTIONS`, `TORCH_NCCL_*`) are reported
 for every target.
 """
 
@@ -366,6 +366,11 @@ def _rename(text, target, sites, others, position, diagnostics) -> tuple[str, li
                 )
             continue
         replacement, end = alias.target, site.end
+        value = _unquoted(text[site.end + 1 : site.value_end]) if site.value_end else None
+        if value is not None and not alias.carries(value):
+            message = f"{site.name}={value}: {alias.target} does not take this value; left as is"
+            diagnostics.append(Diagnostic.of("PL614", line, col, message))
+            continue
         if alias.convert is not None:
             value = _INTEGER.match(text, site.end + 1, site.value_end) if site.value_end else None
             if value is None:
@@ -380,6 +385,10 @@ def _rename(text, target, sites, others, position, diagnostics) -> tuple[str, li
         last = end
     pieces.append(text[last:])
     return "".join(pieces), changes
+
+
+def _unquoted(value: str) -> str:
+    return value[1:-1] if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"" else value
 
 
 def _code(name: str, alias) -> str:
