@@ -25,9 +25,12 @@ def torch_cuda_suffix(qualified: str | None) -> str | None:
     return None
 
 
+AMP_DECORATORS = ("amp.custom_fwd", "amp.custom_bwd")
+
+
 def owned_elsewhere(suffix: str) -> bool:
     """Names other rules convert or report (the Amp rule runs first and rewrites the calls it can)."""
-    return suffix in ("amp.custom_fwd", "amp.custom_bwd") or suffix.split(".")[0] in cuda_api.TENSOR_TYPES
+    return suffix in AMP_DECORATORS or suffix.split(".")[0] in cuda_api.TENSOR_TYPES
 
 
 class TorchCudaApi(ReferenceRule):
@@ -37,6 +40,13 @@ class TorchCudaApi(ReferenceRule):
         suffix = torch_cuda_suffix(self.qualified(node))
         if suffix is None:
             return True
+        if suffix in AMP_DECORATORS and not self.excluded(node):
+            # The Amp rule converted each call and decorator: this one is a value (Megatron-LM's
+            # `custom_fwd = torch.cuda.amp.custom_fwd`), which has no one-name counterpart.
+            self.report("PL401", node, f"torch.cuda.{suffix} taken as a value: left as is",
+                        f"use `functools.partial(torch.amp.{suffix[4:]}, device_type=...)` with the target's "
+                        "device type, as the decorator is converted")
+            return False
         if owned_elsewhere(suffix) or self.excluded(node):
             return False
         template = self.template_or_report(node, suffix)
@@ -57,7 +67,8 @@ class TorchCudaApi(ReferenceRule):
         module = code_of(node.module)
         for alias in node.names:
             suffix = torch_cuda_suffix(f"{module}.{code_of(alias.name)}")
-            if suffix is None or suffix in cuda_api.NAMESPACES or suffix in cuda_api.AMP_NAMES:
+            # CudaOnlyNames reports an import of torch.cuda.nccl itself.
+            if suffix is None or suffix in cuda_api.NAMESPACES or suffix in cuda_api.AMP_NAMES or suffix.startswith("nccl"):
                 continue
             if not owned_elsewhere(suffix) and not self.excluded(alias):
                 self.template_or_report(alias, suffix)
