@@ -90,7 +90,7 @@ def count_sites(path: str, kind: str, before: str, after: str, diagnostics) -> S
     if kind not in ("python", "shell") or not any(word in before.lower() for word in _WORDS):
         return count
     try:
-        sites, covered = _python(before, diagnostics) if kind == "python" else _shell(before, diagnostics)
+        sites, covered = _python_sites(before, diagnostics) if kind == "python" else _shell_sites(before, diagnostics)
     except (SyntaxError, ValueError, tokenize.TokenError):  # not Python: the run reports it (PL901)
         return count
     changed = changed_lines(before, after)
@@ -114,7 +114,8 @@ def changed_lines(before: str, after: str) -> set[int]:
     return changed
 
 
-def _python(text: str, diagnostics) -> tuple[list[Site], set[int]]:
+def _python_sites(text: str, diagnostics) -> tuple[list[Site], set[int]]:
+    """The sites of a Python file, and the lines its diagnostics speak for."""
     tree = ast.parse(text)
     patterns = defaultdict(set)
     for line, names in _code_sites(text):
@@ -204,7 +205,8 @@ def _statement_lines(tree: ast.AST) -> dict[int, tuple[int, int]]:
     return where
 
 
-def _shell(text: str, diagnostics) -> tuple[list[Site], set[int]]:
+def _shell_sites(text: str, diagnostics) -> tuple[list[Site], set[int]]:
+    """The sites of a shell script, and the lines its diagnostics speak for."""
     patterns = defaultdict(set)
     for number, line in enumerate(text.split("\n"), 1):
         code = _SHELL_COMMENT.sub("", line)
