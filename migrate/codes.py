@@ -203,6 +203,9 @@ CODES: dict[str, Code] = {
     "PL416": Code("amp", "warning", "torch.cuda import of a name the program also imports from elsewhere: left as is",
                   "the program picks the module itself (its own backend test), and where the test does not pick "
                   "the target the CUDA one is used: add a branch for the target, or import the name once"),
+    "PL417": Code("environment", "warning", "nvidia-smi run from Python",
+                  "ask the runtime (`portlayer.device_count()`, `portlayer.get_device_name()`) or run the vendor's "
+                  "tool (npu-smi, mthreads-gmi), whose arguments and output differ"),
     "PL501": Code("dtype", "warning", "float64 on a backend without native float64",
                   "use float32 on the device; keep float64 on the host (cpu) if needed"),
     "PL502": Code("dtype", "info", "float64 on some of the backends the code may run on has no native support",
@@ -225,7 +228,7 @@ CODES: dict[str, Code] = {
                   "table); an NCCL_* setting without a vendor equivalent has no effect off CUDA"),
     "PL607": Code("environment", "warning", "CUDA/NCCL variable has no device-generic form",
                   "set the accelerator's own variable (ASCEND_RT_VISIBLE_DEVICES, MUSA_VISIBLE_DEVICES, ...); "
-                  "a setting only CUDA reads (PYTORCH_CUDA_ALLOC_CONF, TORCH_NCCL_*) can be dropped or kept for "
+                  "a setting only CUDA reads (CUDA_DEVICE_MAX_CONNECTIONS, TORCH_NCCL_*) can be dropped or kept for "
                   "CUDA runs"),
     "PL608": Code("environment", "warning", "vendor variable takes different units",
                   "rename it by hand and convert its value (e.g. NCCL_BUFFSIZE bytes -> HCCL_BUFFSIZE MiB)"),
@@ -244,6 +247,9 @@ CODES: dict[str, Code] = {
                   "per kind of host)"),
     "PL613": Code("config", "warning", "accelerate config setting only CUDA has",
                   "fp8 needs Transformer Engine or MS-AMP (CUDA-only): use `bf16` on the target"),
+    "PL614": Code("environment", "warning", "vendor variable does not take this value",
+                  "keep the settings the vendor's allocator reads too (expandable_segments, max_split_size_mb, "
+                  "garbage_collection_threshold, roundup_power2_divisions) and set its own variable"),
     # PL9xx: processing errors.
     "PL901": Code("error", "error", "syntax error: file left untouched", "fix the syntax, or exclude the file"),
     "PL902": Code("error", "error", "decode error: file left untouched",

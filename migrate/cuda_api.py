@@ -65,6 +65,9 @@ GRAPHS = frozenset({"graph", "graphs", "CUDAGraph", "make_graphed_callables", "g
 
 AMP_NAMES = frozenset(f"amp.{name}" for name in AMP)
 
+# Submodules whose members the tables above convert: `from torch.cuda import amp` is no site of its own.
+NAMESPACES = frozenset({"amp", "nvtx"} | {submodule.rstrip(".") for submodule in REEXPORTING_SUBMODULES})
+
 TENSOR_TYPES = {
     "FloatTensor": "float32",
     "DoubleTensor": "float64",

@@ -8,7 +8,7 @@ their vendor equivalents come from the backend records (`portlayer.backends`), t
 uses to carry the variables over at start-up.
 
 For `neutral` (and `torch`) nothing is renamed: the runtime translates the variables itself. Settings
-only CUDA reads (`CUDA_DEVICE_MAX_CONNECTIONS`, `PYTORCH_CUDA_ALLOC_CONF`, `TORCH_NCCL_*`) are reported
+only CUDA reads (`CUDA_DEVICE_MAX_CONNECTIONS`, `TORCH_NCCL_*`) are reported
 for every target.
 """
 
@@ -31,7 +31,7 @@ _DECLARERS = frozenset({"export", "declare", "typeset", "local", "readonly", "un
 _ENV_RUNNERS = frozenset({"env", "sudo"})
 _ASSIGNMENT = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(?:\[[^\]]*\])?\+?=")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_NVIDIA_SMI = re.compile(r"(?<![\w.-])nvidia-smi(?![\w-])")
+NVIDIA_SMI = re.compile(r"(?<![\w.-])nvidia-smi(?![\w-])")
 _INTEGER = re.compile(r"""(["']?)(\d+)\1$""")
 _OPERATOR_CHARS = ";&|()<>"
 # Batch scheduler directives: comments to the shell, settings to Slurm, PBS and LSF
@@ -301,8 +301,8 @@ def migrate_shell(text: str, target: str = "neutral") -> MigrationResult:
         return any(a <= offset < b for a, b in directives)
 
     diagnostics = [
-        Diagnostic.of("PL603", *position(match.start()), "nvidia-smi only sees NVIDIA GPUs", _tool_hint(target))
-        for match in _NVIDIA_SMI.finditer(text)
+        Diagnostic.of("PL603", *position(match.start()), "nvidia-smi only sees NVIDIA GPUs", smi_hint(target))
+        for match in NVIDIA_SMI.finditer(text)
         if in_code(match.start())
     ]
     diagnostics += launchers.launcher_diagnostics(text, lexer.commands, position, target)
@@ -366,6 +366,11 @@ def _rename(text, target, sites, others, position, diagnostics) -> tuple[str, li
                 )
             continue
         replacement, end = alias.target, site.end
+        value = _unquoted(text[site.end + 1 : site.value_end]) if site.value_end else None
+        if value is not None and not alias.carries(value):
+            message = f"{site.name}={value}: {alias.target} does not take this value; left as is"
+            diagnostics.append(Diagnostic.of("PL614", line, col, message))
+            continue
         if alias.convert is not None:
             value = _INTEGER.match(text, site.end + 1, site.value_end) if site.value_end else None
             if value is None:
@@ -382,6 +387,10 @@ def _rename(text, target, sites, others, position, diagnostics) -> tuple[str, li
     return "".join(pieces), changes
 
 
+def _unquoted(value: str) -> str:
+    return value[1:-1] if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"" else value
+
+
 def _code(name: str, alias) -> str:
     if name == VISIBLE_DEVICES:
         return "PL601"
@@ -392,7 +401,7 @@ def _vendor_targets() -> str:
     return " or ".join(f"--target {name}" for name in TARGETS if name in BY_NAME)
 
 
-def _tool_hint(target: str) -> str | None:
+def smi_hint(target: str) -> str | None:
     """Where the script calls nvidia-smi: the backend's own tool (its record's `smi_command`), if it has one."""
     tool = BY_NAME[target].smi_command if target in BY_NAME else None
     return f"on {target} use `{tool}`" if tool else None

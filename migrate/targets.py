@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from portlayer.backends import PROBE_ORDER, Backend
+from portlayer.backends.base import EnvAlias
 from portlayer.environment import aliases
 from portlayer.migrate import cuda_api
 
@@ -43,8 +44,8 @@ class Target:
     # For vendor targets: the device type ("npu"), collective ("hccl") and its name for env vars.
     vendor: str | None = None
     vendor_dist_backend: str | None = None
-    # CUDA/NCCL variable -> (vendor variable, whether the value's units differ).
-    env: Mapping[str, tuple[str, bool]] = field(default_factory=dict)
+    # CUDA/NCCL variable -> the vendor's variable for it (the backend record's alias).
+    env: Mapping[str, EnvAlias] = field(default_factory=dict)
     # torch.backends.cudnn flag -> the vendor's equivalent expression.
     cudnn_flags: Mapping[str, str] = field(default_factory=dict)
     float64_native: bool = True
@@ -107,7 +108,7 @@ def _answering_without_accelerator(function: str, answer: str | None) -> str:
 
 def _vendor(backend: Backend) -> Target:
     name = backend.name
-    env = {alias.source: (alias.target, alias.convert is not None) for alias in aliases(backend)}
+    env = {alias.source: alias for alias in aliases(backend)}
     return Target(
         name=name,
         runtime_import=backend.vendor_module,

@@ -33,7 +33,7 @@ def translate(
 ) -> tuple[AppliedVariable, ...]:
     applied = []
     for alias in aliases(backend):
-        if alias.target in environ or alias.source not in environ:
+        if alias.target in environ or alias.source not in environ or not alias.carries(environ[alias.source]):
             continue
         value = environ[alias.source]
         if alias.convert is not None:

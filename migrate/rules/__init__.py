@@ -25,6 +25,7 @@ from portlayer.migrate.rules.flags import BackendFlags
 from portlayer.migrate.rules.int_devices import IntDeviceAssignments, IntDeviceIndices
 from portlayer.migrate.rules.libraries import CudaExtensions, CudaOnlyLibraries, ProgramFallbacks
 from portlayer.migrate.rules.liger import Liger
+from portlayer.migrate.rules.nvidia_smi import NvidiaSmi
 from portlayer.migrate.rules.scaleout import DeepSpeedCalls, FsdpDeviceId
 from portlayer.migrate.rules.shadowed_imports import ShadowedCudaImports
 from portlayer.migrate.rules.tensor_types import LegacyTensorTypes
@@ -53,4 +54,5 @@ RULES = (
     CollectiveBackend,
     DistributedDataParallelDevices,
     EnvironmentVariables,
+    NvidiaSmi,
 )

@@ -17,6 +17,25 @@ class EnvAlias:
     target: str
     # Turns the source's value into the target's, where the units differ.
     convert: Callable[[str], str] | None = None
+    # Whether the target reads the source's value as it is (None: any value). A value it does not take is
+    # not carried over: the vendor ignores it, as it ignores the CUDA variable.
+    accepts: Callable[[str], bool] | None = None
+
+    def carries(self, value: str) -> bool:
+        return self.accepts is None or self.accepts(value)
+
+
+# The caching allocator settings torch's own parser shares with the vendors' (torch_npu's
+# NPUAllocatorConfig, torch_musa's MUSAAllocatorConfig); `backend:cudaMallocAsync` and the like are CUDA's.
+_SHARED_ALLOCATOR_SETTINGS = frozenset(
+    {"max_split_size_mb", "garbage_collection_threshold", "roundup_power2_divisions", "expandable_segments"}
+)
+
+
+def shared_allocator_settings(value: str) -> bool:
+    """`PYTORCH_CUDA_ALLOC_CONF`'s value names only settings the vendors' allocators read too."""
+    keys = {entry.split(":", 1)[0].strip() for entry in value.split(",") if entry.strip()}
+    return keys <= _SHARED_ALLOCATOR_SETTINGS
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-from portlayer.backends.base import Backend, EnvAlias, VendorApi
+from portlayer.backends.base import Backend, EnvAlias, VendorApi, shared_allocator_settings
 
 # MCCL is derived from NCCL and reads the same settings under its own prefix.
 _MCCL_SETTINGS = (
@@ -19,7 +19,10 @@ BACKEND = Backend(
     visible_devices_env="MUSA_VISIBLE_DEVICES",
     vendor_module="torch_musa",
     install_hint="install the torch_musa wheel from Moore Threads beside portlayer",
-    env_aliases=tuple(EnvAlias(f"NCCL_{s}", f"MCCL_{s}") for s in _MCCL_SETTINGS),
+    # torch_musa's caching allocator reads torch's settings (expandable_segments, max_split_size_mb, ...)
+    # from its own variable (MUSAAllocatorConfig.cpp, which also takes their `cuda` spellings).
+    env_aliases=tuple(EnvAlias(f"NCCL_{s}", f"MCCL_{s}") for s in _MCCL_SETTINGS)
+    + (EnvAlias("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_MUSA_ALLOC_CONF", accepts=shared_allocator_settings),),
     dtype_risks={"float64": _NO_FLOAT64, "complex128": _NO_FLOAT64},
     smi_command="mthreads-gmi",
     # DeepSpeed has no musa accelerator (DS_ACCELERATOR=musa stops its import): portlayer's answers. Its

@@ -1,6 +1,6 @@
 import math
 
-from portlayer.backends.base import Backend, EnvAlias, VendorApi
+from portlayer.backends.base import Backend, EnvAlias, VendorApi, shared_allocator_settings
 
 _NO_FLOAT64 = "Ascend NPUs have no float64 compute units: kernels reject it or run on the AI CPU"
 
@@ -20,6 +20,9 @@ BACKEND = Backend(
         EnvAlias("NCCL_SOCKET_IFNAME", "HCCL_SOCKET_IFNAME"),
         EnvAlias("NCCL_SOCKET_FAMILY", "HCCL_SOCKET_FAMILY"),
         EnvAlias("NCCL_BUFFSIZE", "HCCL_BUFFSIZE", _bytes_to_mib),
+        # torch_npu's caching allocator reads torch's settings (expandable_segments, max_split_size_mb,
+        # garbage_collection_threshold, roundup_power2_divisions) from its own variable (NPUAllocatorConfig.h).
+        EnvAlias("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_NPU_ALLOC_CONF", accepts=shared_allocator_settings),
     ),
     deterministic_env={"HCCL_DETERMINISTIC": "true"},
     dtype_risks={"float64": _NO_FLOAT64, "complex128": _NO_FLOAT64},

@@ -62,6 +62,8 @@ FIRES = {
                       "else:\n    from torch.cuda.amp import GradScaler\ns = GradScaler()\n", 4, 5),
     # An int is taken for a CUDA device in a file with CUDA code (`rank` alone sends no file through the rules).
     "PL412": ("neutral", "import torch\ntorch.cuda.synchronize()\nx = torch.ones(1).to(local_rank)\n", 3, 22),
+    "PL417": ("neutral", "import subprocess\nout = subprocess.check_output([\"nvidia-smi\", \"-L\"])\n", 2, 32),
+    "PL614": ("musa", "import os\nos.environ[\"PYTORCH_CUDA_ALLOC_CONF\"] = \"backend:cudaMallocAsync\"\n", 2, 12),
     "PL501": ("npu", "import torch\nx = torch.ones(2, dtype=torch.float64)\n", 2, 25),
     "PL502": ("neutral", "import torch\nx = torch.ones(2).cuda().double()\n", 2, 5),
     "PL605": ("npu", "import os\nos.environ['NCCL_P2P_LEVEL'] = 'NVL'\n", 2, 12),

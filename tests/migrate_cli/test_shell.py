@@ -207,7 +207,7 @@ def test_unbalanced_quotes_do_not_crash_or_rewrite_what_follows():
 def test_settings_only_cuda_reads_are_reported_for_every_target_and_user_variables_are_not(target):
     script = (
         "export CUDA_DEVICE_MAX_CONNECTIONS=${CUDA_DEVICE_MAX_CONNECTIONS:-1}\n"
-        "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True TORCH_NCCL_AVOID_RECORD_STREAMS=1 python t.py\n"
+        "CUDA_LAUNCH_BLOCKING=1 TORCH_NCCL_AVOID_RECORD_STREAMS=1 python t.py\n"
         'CUDA_FLAG="--cuda"\n'
         "python main.py $CUDA_FLAG\n"
     )
@@ -223,6 +223,20 @@ def test_settings_only_cuda_reads_are_reported_for_every_target_and_user_variabl
         ("PL607", 2, 1),
         ("PL607", 2, second.index("TORCH_NCCL") + 1),
     ]
+
+
+@pytest.mark.parametrize("target, renamed", [("npu", "PYTORCH_NPU_ALLOC_CONF"), ("musa", "PYTORCH_MUSA_ALLOC_CONF")])
+def test_allocator_settings_the_vendor_shares_are_renamed_and_a_cuda_only_backend_is_reported(target, renamed):
+    script = (
+        "export PYTORCH_CUDA_ALLOC_CONF='expandable_segments:True'\n"
+        'PYTORCH_CUDA_ALLOC_CONF="backend:cudaMallocAsync" python t.py\n'
+    )
+
+    result = migrate_shell(script, target)
+
+    assert result.code == script.replace("PYTORCH_CUDA_ALLOC_CONF", renamed, 1)
+    assert [(c.code, c.line) for c in result.changes] == [("PL107", 1)]
+    assert [(d.code, d.line, d.col) for d in result.diagnostics] == [("PL614", 2, 1)]
 
 
 # bash's quoting and expansion rules, case by case: what is an expansion of a CUDA variable (renamed for

@@ -30,6 +30,7 @@ NVIDIA_LAUNCH = {
     "NCCL_IB_DISABLE": "1",
     "NCCL_P2P_DISABLE": "1",
     "NCCL_DEBUG": "INFO",
+    "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True",
 }
 
 # What each backend adds to NVIDIA_LAUNCH: the README's table "CUDA and NCCL variables keep working".
@@ -39,6 +40,7 @@ ADDED = {
         "HCCL_SOCKET_IFNAME": "eth0",
         "HCCL_SOCKET_FAMILY": "AF_INET6",
         "HCCL_BUFFSIZE": "8",  # 8388608 bytes = 8 MiB
+        "PYTORCH_NPU_ALLOC_CONF": "expandable_segments:True",
     },
     "musa": {
         "MUSA_VISIBLE_DEVICES": "2,3",
@@ -49,6 +51,7 @@ ADDED = {
         "MCCL_IB_DISABLE": "1",
         "MCCL_P2P_DISABLE": "1",
         "MCCL_DEBUG": "INFO",
+        "PYTORCH_MUSA_ALLOC_CONF": "expandable_segments:True",
     },
     "mlu": {"MLU_VISIBLE_DEVICES": "2,3", "CNCL_SOCKET_IFNAME": "eth0"},
     "xpu": {"ZE_AFFINITY_MASK": "2,3"},
@@ -66,7 +69,16 @@ def test_each_backend_gets_exactly_the_variables_the_readme_lists(name):
     assert {variable.target: variable.value for variable in applied} == ADDED[name]
     sources = {variable.target: variable.source for variable in applied}
     for target, source in sources.items():
-        assert source.split("_", 1)[1] == target.split("_", 1)[1] or source == "CUDA_VISIBLE_DEVICES"
+        assert source.split("_", 1)[1] == target.split("_", 1)[1] or source == "CUDA_VISIBLE_DEVICES" or (
+            source == "PYTORCH_CUDA_ALLOC_CONF" and target == f"PYTORCH_{name.upper()}_ALLOC_CONF")
+
+
+@pytest.mark.parametrize("name", ["npu", "musa"])
+def test_allocator_settings_only_cuda_reads_are_not_carried_over(name):
+    # torch_musa stops on `backend:cudaMallocAsync`, where it ignores PYTORCH_CUDA_ALLOC_CONF: keep ignoring it.
+    environ = {"PYTORCH_CUDA_ALLOC_CONF": "max_split_size_mb:128,backend:cudaMallocAsync"}
+    assert environment.translate(BY_NAME[name], environ) == ()
+    assert list(environ) == ["PYTORCH_CUDA_ALLOC_CONF"]
 
 
 @pytest.mark.parametrize(
