@@ -12,13 +12,11 @@ gpt2-tiny's runs are killed part-way and resumed from their checkpoints, so one 
 parity and its checkpoint on the vendor's device.
 """
 
-from pathlib import Path
-
 import pytest
 
 from portlayer.train.band import BANDS
 from tests.stand_in.test_parity import BASELINE, portlayer
-from tests.trainer.helpers import STRATEGY_STATE, TINY_PRESETS
+from tests.trainer.helpers import KILL_OPTIONS, TINY_PRESETS, assert_killed_with_a_checkpoint
 from tests.trainer.test_strategies import ON_THE_CPU
 
 BASELINES = BASELINE.parent
@@ -58,16 +56,6 @@ assert {(preset, strategy) for preset, strategy, _ in CASES} | ON_THE_CPU == {
 KILLED_AND_RESUMED = "gpt2-tiny"
 
 
-def killed_and_checkpointed(vendor: str, command: tuple, strategy: str, checkpoints: Path) -> None:
-    """The run, rank 1 killed at step 15: it fails in one line, and its step-10 checkpoint holds the strategy's state."""
-    killed = portlayer(vendor, *command, "--save-every", 10, "--fault", "exit@15:1")
-    assert killed.returncode == 1, killed.stdout[-2000:] + killed.stderr[-4000:]
-    assert killed.stderr.strip().splitlines()[-1].endswith("rank 1: injected fault: exiting at step 15"), killed.stderr
-    (saved,) = checkpoints.iterdir()
-    assert saved.name == "step-000010"
-    assert (saved / STRATEGY_STATE[strategy]).exists()
-
-
 @pytest.mark.parametrize(("preset", "strategy", "vendor"), CASES)
 def test_strategy_on_the_stand_in_device_matches_the_cpu_ddp_baseline(
     preset, strategy, vendor, tmp_path, stand_in_device
@@ -78,7 +66,8 @@ def test_strategy_on_the_stand_in_device_matches_the_cpu_ddp_baseline(
     command = ("parity", "run", "--preset", preset, "--nproc", 2, "--strategy", strategy, "--out", out)
     if preset == KILLED_AND_RESUMED:
         command += ("--checkpoint-dir", tmp_path / "checkpoints")
-        killed_and_checkpointed(vendor, command, strategy, tmp_path / "checkpoints")
+        killed = portlayer(vendor, *command, *KILL_OPTIONS)
+        assert_killed_with_a_checkpoint(killed.returncode, killed.stderr, tmp_path / "checkpoints", strategy)
         command += ("--resume",)
     run = portlayer(vendor, *command)
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-4000:]

@@ -3,6 +3,8 @@ import contextlib
 import pytest
 import torch
 
+from tests.trainer.helpers import CPU_BF16_STEPS
+
 
 @pytest.fixture(scope="session", autouse=True)
 def portlayer_cache(tmp_path_factory):
@@ -30,12 +32,6 @@ def torch_switches_kept():
 def restore_torch_switches():
     with torch_switches_kept():
         yield
-
-
-# A bf16 step on this cpu (no bf16 matmul units) costs a few seconds: the live run is the first third of the H200's
-# 30 steps, compared as a prefix. The 30 steps are held by the cpu's committed band references, which the same
-# trainer recorded (tests/trainer/test_bf16_parity.py).
-CPU_BF16_STEPS = 10
 
 
 @pytest.fixture(scope="session")

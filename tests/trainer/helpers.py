@@ -16,6 +16,12 @@ TINY_PRESETS = ("gpt2-tiny", "bert-base-uncased-tiny", "mixtral-8x7b-tiny")
 RTOL = 1e-5
 # Where each sharded strategy keeps its model and optimizer state inside a checkpoint folder.
 STRATEGY_STATE = {"fsdp2": "model-optimizer.pt", "zero2": "deepspeed", "zero3": "deepspeed"}
+# A killed run: `--save-every` and `--fault` of its first launch; the second resumes from the checkpoint.
+KILL_OPTIONS = ("--save-every", 10, "--fault", "exit@15:1")
+# A bf16 step on this cpu (no bf16 matmul units) costs a few seconds: the live run is the first third of the H200's
+# 30 steps, compared as a prefix. The 30 steps are held by the cpu's committed band references, which the same
+# trainer recorded (tests/trainer/test_bf16_parity.py).
+CPU_BF16_STEPS = 10
 
 
 def baseline(preset: str) -> dict:
@@ -34,3 +40,13 @@ def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
+
+
+def assert_killed_with_a_checkpoint(status: int, output: str, checkpoints, strategy: str) -> None:
+    """A run launched with KILL_OPTIONS failed in one line at rank 1's step 15, and its step-10 checkpoint holds
+    the strategy's state."""
+    assert status == 1, output[-4000:]
+    assert output.strip().splitlines()[-1].endswith("rank 1: injected fault: exiting at step 15"), output[-4000:]
+    (saved,) = checkpoints.iterdir()
+    assert saved.name == "step-000010"
+    assert (saved / STRATEGY_STATE[strategy]).exists()

@@ -12,8 +12,7 @@ from portlayer.cli import cli
 from portlayer.train import runfile
 from tests.parity.exporters import export
 from tests.parity.logs_data import band_path, band_references, h200_run
-from tests.trainer.conftest import CPU_BF16_STEPS
-from tests.trainer.helpers import TINY_PRESETS
+from tests.trainer.helpers import CPU_BF16_STEPS, TINY_PRESETS
 
 pytestmark = pytest.mark.xdist_group("cpu-bf16-runs")  # one worker trains the session's runs once
 

@@ -22,8 +22,9 @@ from tests.parity.logs_data import band_path
 from tests.processes import HUNG_S
 from tests.trainer.helpers import (
     BASELINES,
+    KILL_OPTIONS,
     RTOL,
-    STRATEGY_STATE,
+    assert_killed_with_a_checkpoint,
     baseline,
     free_port,
     max_relative_difference,
@@ -66,12 +67,8 @@ def test_a_killed_sharded_run_resumes_to_the_ddp_baseline(tmp_path):
     common = ("--preset", preset, "--nproc", 2, "--steps", 30, "--out", out, "--strategy", strategy)
     common += ("--checkpoint-dir", checkpoints)
 
-    killed = parity_run(*common, "--save-every", 10, "--fault", "exit@15:1")
-    assert killed.exit_code == 1, killed.output
-    assert killed.output.strip().splitlines()[-1].endswith("rank 1: injected fault: exiting at step 15")
-    (saved,) = checkpoints.iterdir()
-    assert saved.name == "step-000010"
-    assert (saved / STRATEGY_STATE[strategy]).exists()
+    killed = parity_run(*common, *KILL_OPTIONS)
+    assert_killed_with_a_checkpoint(killed.exit_code, killed.output, checkpoints, strategy)
 
     resumed = parity_run(*common, "--resume")
     assert resumed.exit_code == 0, resumed.output
