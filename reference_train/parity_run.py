@@ -2,8 +2,8 @@
 
 Launches `torchrun --nproc_per_node N -m portlayer.train --parity …` on the active backend, shows the
 trainer's own output (not torchrun's) and a bar over the steps on a terminal, and on failure exits 1 with one
-line: the first rank's error. Everything that can be checked before training is: the trainer's options (a
-misspelt one is one line and exit 2) and that --out can be written. Ctrl-C stops torchrun and every rank it
+line: the error of the rank that failed first. Everything that can be checked before training is: the
+trainer's options (a misspelt one is one line and exit 2) and that --out can be written. Ctrl-C stops torchrun and every rank it
 started (SIGTERM, then SIGKILL for what is left after STOP_GRACE_S; a second Ctrl-C kills at once), and exits
 130. --nnodes / --node-rank / --rdzv-* go to torchrun as they are, for multi-node runs.
 """
@@ -30,6 +30,15 @@ _TORCHRUN_LOG = re.compile(r"^\[?[IWEF]\d{4} \d\d:\d\d:\d\d")
 # A rank's error line: `portlayer: error: rank R: …` (the trainer reports through `error_line` too).
 _ERROR_PREFIX = error_line("")
 _RANK_ERROR = _ERROR_PREFIX + "rank "
+# torchrun's failure report: each failed rank's `rank      : R (local_rank: L)`, and for one a signal ended,
+# `traceback : Signal 9 (SIGKILL) received by PID 123`.
+_REPORTED_RANK = re.compile(r"^\s*rank\s*: (\d+) ")
+_KILLED_BY_SIGNAL = re.compile(r"^\s*traceback\s*: Signal (\d+) \((\w+)\) received by PID")
+# How a collective fails on the ranks that are left when a peer process dies: gloo's socket errors, NCCL's (and its
+# vendors' copies') words for a communicator or a remote rank that went away.
+_PEER_DIED = re.compile(
+    r"Connection (reset|closed) by peer|Broken pipe|remote process exited|communicator was aborted", re.IGNORECASE
+)
 # After the first Ctrl-C, how long torchrun and its ranks get to exit on SIGTERM before they are killed: the
 # promise is that `parity run` and every process it started are gone within STOP_GRACE_S + 5 s.
 STOP_GRACE_S = 15.0
@@ -101,26 +110,43 @@ def _environment(nproc: int) -> dict:
 
 def launch(command: list[str], env: dict, line) -> tuple[int, str | None]:
     """Run `command` in a process group of its own, pass each of the trainer's lines to `line`; (exit status,
-    the first rank's error line or None). Ctrl-C stops the whole group (`ProcessGroup.stopped_by_ctrl_c`),
-    and KeyboardInterrupt is raised once it has ended."""
-    first_error = None
-    in_report = False
+    the error of the rank that failed first, as `root_cause` finds it, or None). Ctrl-C stops the whole group
+    (`ProcessGroup.stopped_by_ctrl_c`), and KeyboardInterrupt is raised once it has ended."""
+    errors = []
+    in_report, reported_rank = False, None
     # A group of its own: stopped as one, and the terminal's Ctrl-C comes to us alone.
     popen = {"stdout": subprocess.PIPE, "stderr": subprocess.STDOUT, "text": True, "env": env, "bufsize": 1}
     with ProcessGroup(command, **popen) as group, group.stopped_by_ctrl_c(STOP_GRACE_S):
         for text in group.process.stdout:
             text = text.rstrip("\n")
-            if text.startswith(_RANK_ERROR):
-                first_error = first_error or text[len(_ERROR_PREFIX) :]
-                continue
-            # After a rank fails, torchrun prints a traceback and a report of its own: not the user's news.
+            # The ranks share one pipe: a rank's error line can land after another rank's unfinished line.
+            at = text.find(_RANK_ERROR)
+            if at >= 0:
+                errors.append(text[at + len(_ERROR_PREFIX) :])
+                text = text[:at]
+                if not text:
+                    continue
+            # After a rank fails, torchrun prints a traceback and a report of its own: not the user's news, but
+            # the only word of a rank killed by a signal (the OOM killer's SIGKILL), which prints nothing itself.
             in_report = in_report or text.startswith(("Traceback", "====="))
-            if not in_report and not _TORCHRUN_LOG.match(text):
+            if in_report:
+                reported_rank = _REPORTED_RANK.match(text) or reported_rank
+                killed = _KILLED_BY_SIGNAL.match(text)
+                if killed and reported_rank:
+                    errors.append(f"rank {reported_rank[1]}: killed by {killed[2]} (signal {killed[1]})")
+            elif not _TORCHRUN_LOG.match(text):
                 line(text)
         status = group.process.wait()
     if group.interrupts:
         raise KeyboardInterrupt
-    return status, first_error
+    return status, root_cause(errors)
+
+
+def root_cause(errors: list[str]) -> str | None:
+    """Of the ranks' error lines in the order they came, the first that is not the echo of a peer's death (a
+    reset connection, an aborted communicator): when one rank dies, the others fail in their next collective,
+    and those lines may come first."""
+    return next((error for error in errors if not _PEER_DIED.search(error)), errors[0] if errors else None)
 
 
 def _check_nodes(nodes: dict[str, str | None]) -> None:

@@ -120,6 +120,48 @@ def test_on_a_pipe_the_trainer_lines_pass_and_step_events_stay_hidden():
 
 
 
+def test_the_rank_that_died_is_named_though_a_peer_reports_the_broken_collective_first():
+    # What a kill at step 15 can look like on the shared pipe: rank 0's reset connection ahead of rank 1's line,
+    # and rank 1's line glued to the end of another rank's unfinished one.
+    lines = [
+        "step 10/30  loss 7.1",
+        "portlayer: error: rank 0: RuntimeError: [pair.cc:537] Read error: Connection reset by peer",
+        "W1127 17:20:01.000000 4321 torch/distributed/elastic/multiprocessing/api.py:900] Sending SIGTERM",
+        "step 14/30 portlayer: error: rank 1: injected fault: exiting at step 15",
+    ]
+    script = f"import sys; print({chr(10).join(lines)!r}); sys.exit(1)"
+    shown = []
+    status, error = parity_run.launch([sys.executable, "-c", script], dict(os.environ), shown.append)
+    assert (status, error) == (1, "rank 1: injected fault: exiting at step 15")
+    assert shown == ["step 10/30  loss 7.1", "step 14/30 "]
+
+
+def test_a_rank_killed_by_a_signal_is_named_from_torchruns_report():
+    # The OOM killer's SIGKILL leaves the killed rank no chance to say so; its peer's broken collective is all the
+    # ranks print, and torchrun's report (filtered from the output) says who died and how.
+    report = [
+        "portlayer: error: rank 0: RuntimeError: [pair.cc:589] Connection closed by peer [127.0.0.1]:4021",
+        "Traceback (most recent call last):",
+        "torch.distributed.elastic.multiprocessing.errors.ChildFailedError:",
+        "============================================================",
+        "Root Cause (first observed failure):",
+        "[0]:",
+        "  rank      : 1 (local_rank: 1)",
+        "  exitcode  : -9 (pid: 4022) (SIGKILL)",
+        "  traceback : Signal 9 (SIGKILL) received by PID 4022",
+    ]
+    script = f"import sys; print({chr(10).join(report)!r}); sys.exit(1)"
+    shown = []
+    status, error = parity_run.launch([sys.executable, "-c", script], dict(os.environ), shown.append)
+    assert (status, error, shown) == (1, "rank 1: killed by SIGKILL (signal 9)", [])
+
+
+def test_when_every_error_is_a_broken_collective_the_first_is_named():
+    errors = ["rank 1: RuntimeError: Connection closed by peer", "rank 0: RuntimeError: Broken pipe"]
+    assert parity_run.root_cause(errors) == errors[0]
+    assert parity_run.root_cause([]) is None
+
+
 def test_two_single_rank_nodes_reproduce_the_two_rank_baseline(tmp_path):
     """Two `parity run` processes joined through the c10d rendezvous are one 2-rank job: the same losses."""
     endpoint = f"127.0.0.1:{free_port()}"
