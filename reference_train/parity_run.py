@@ -1,11 +1,12 @@
 """`portlayer parity run --preset P --nproc N --steps S --out RUN.json [TRAINER OPTIONS…]`.
 
-Launches `torchrun --nproc_per_node N -m portlayer.train --parity …` on the active backend, shows the
-trainer's own output (not torchrun's) and a bar over the steps on a terminal, and on failure exits 1 with one
-line: the error of the rank that failed first. Everything that can be checked before training is: the
-trainer's options (a misspelt one is one line and exit 2) and that --out can be written. Ctrl-C stops torchrun and every rank it
-started (SIGTERM, then SIGKILL for what is left after STOP_GRACE_S; a second Ctrl-C kills at once), and exits
-130. --nnodes / --node-rank / --rdzv-* go to torchrun as they are, for multi-node runs.
+Launches `torchrun --nproc_per_node N -m portlayer.train --parity …` on the active backend, with the ranks forked
+from one import of torch (`portlayer.train.launch`). It shows the trainer's own output (not torchrun's) and a bar
+over the steps on a terminal, and on failure exits 1 with one line: the error of the rank that failed first.
+Everything that can be checked before training is: the trainer's options (a misspelt one is one line and exit 2)
+and that --out can be written. Ctrl-C stops torchrun and every rank it started (SIGTERM, then SIGKILL for what is
+left after STOP_GRACE_S; a second Ctrl-C kills at once), and exits 130. --nnodes / --node-rank / --rdzv-* go to
+torchrun as they are, for multi-node runs.
 """
 
 from __future__ import annotations
@@ -57,14 +58,15 @@ def torchrun_command(
     extra: tuple[str, ...],
     nodes: dict[str, str | None] | None = None,
 ) -> list[str]:
-    """The torchrun command line: one node (`--standalone`, a free port) unless a multi-node option is given."""
+    """The launch: torchrun's options for one node (`--standalone`, a free port) unless a multi-node option is
+    given, then the trainer's, through `portlayer.train.launch` (torchrun, with ranks forked from one import)."""
     given = {name: value for name, value in (nodes or {}).items() if value is not None}
-    command = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={nproc}"]
+    command = [sys.executable, "-m", "portlayer.train.launch", f"--nproc_per_node={nproc}"]
     if given:
         command += [f"--{name.replace('_', '-')}={value}" for name, value in given.items()]
     else:
         command.append("--standalone")
-    return command + ["-m", "portlayer.train", *trainer_arguments(preset, steps, out, extra)]
+    return [*command, "--", *trainer_arguments(preset, steps, out, extra)]
 
 
 def trainer_arguments(preset: str, steps: int | None, out: Path, extra: tuple[str, ...]) -> list[str]:

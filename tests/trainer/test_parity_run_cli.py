@@ -94,10 +94,10 @@ def test_multi_node_options_reach_torchrun_instead_of_standalone():
         "rdzv_id": "j7",
     }
     command = torchrun_command("gpt2-tiny", 4, 30, Path("run.json"), (), nodes)
-    launcher = command[: command.index("-m", 2)]
+    launcher = command[: command.index("--")]
     assert launcher[1:] == [
         "-m",
-        "torch.distributed.run",
+        "portlayer.train.launch",
         "--nproc_per_node=4",
         "--nnodes=2",
         "--node-rank=1",
