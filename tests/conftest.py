@@ -1,5 +1,7 @@
 import importlib.util
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -13,6 +15,10 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 # torch.compile's C++ is compiled in the compiling process: with inductor's default pool of workers, each importing
 # torch, the compile test took 117 s against 87 s (2 cores, both busy).
 os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
+# DeepSpeed's cpu accelerator compiles its shared-memory collective on first use (ninja, about a minute): once per
+# checkout for every process of the run, beside the stand-in device, not in the user-wide cache that other
+# checkouts' builds overwrite.
+os.environ.setdefault("TORCH_EXTENSIONS_DIR", str(fake_device.REPO / "tests" / ".fake_device_cache" / "torch_extensions"))
 # PORTLAYER_TESTS_ACCELERATOR=npu: the run as on a host with an accelerator (tests/accelerator.py).
 accelerator.show()
 
@@ -24,6 +30,18 @@ WITHOUT_DEEPSPEED = "PORTLAYER_TESTS_WITHOUT_DEEPSPEED"
 
 def pytest_configure(config):
     config.addinivalue_line("markers", f"deepspeed: needs DeepSpeed; skipped where {WITHOUT_DEEPSPEED}=1 (no DeepSpeed)")
+
+
+def pytest_sessionstart(session):
+    """The stand-in device compiles on first use in a checkout, about a minute on one core. Left to the tests, the
+    first that needs it compiles it while a test on the other worker that needs it too waits on the lock, a core
+    idle: so the session starts the build, beside the tests that need no stand-in. Once built, this process only
+    finds it cached; stopped half-way, it leaves nothing behind (its lock is a flock, its output a temporary file)."""
+    if not hasattr(session.config, "workerinput"):  # once, in the process that runs or hands out the tests
+        subprocess.Popen(
+            [sys.executable, str(fake_device.BUILD)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            stdin=subprocess.DEVNULL, start_new_session=True,
+        )  # fmt: skip
 
 
 def pytest_collection_modifyitems(config, items):

@@ -31,6 +31,7 @@ from tests.processes import HUNG_S
 
 REPO = Path(__file__).resolve().parent.parent
 FAKE_PLUGINS = REPO / "tests" / "fake_plugins"
+BUILD = FAKE_PLUGINS / "fake_vendor" / "build.py"
 
 # vendor -> its backend record (plugin module, collective, visible-devices variable, …): the backends with a
 # stand-in plugin, each in the folder of its name under tests/fake_plugins/.

@@ -18,7 +18,7 @@ import pytest
 from tests.run_after_migrate.launch import PROGRAMS, TARGETS, assert_trains, finish, start
 
 PROGRAM = "fsdp_deepspeed.py"
-pytestmark = [pytest.mark.usefixtures("deepspeed_extensions_of_this_checkout"), pytest.mark.deepspeed]
+pytestmark = pytest.mark.deepspeed
 
 
 @pytest.mark.parametrize("target", [t for t in TARGETS if t.name in ("neutral", "torch")], ids=str)

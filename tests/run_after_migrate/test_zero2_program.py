@@ -52,9 +52,6 @@ WORDS = [
     *("park", "with", "ball", "red", "blue", "green", "big", "small", "fast", "slow"),
 ]
 
-pytestmark = pytest.mark.usefixtures("deepspeed_extensions_of_this_checkout")
-
-
 def write_inputs(folder: Path) -> None:
     """The program's config and the local "gpt2" tokenizer and "wikitext" dataset its loaders find by name."""
     from tokenizers import Tokenizer, models, pre_tokenizers
