@@ -28,6 +28,7 @@
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/core/impl/alloc_cpu.h>
 #include <torch/library.h>
+#include <torch/version.h>
 
 #include <chrono>
 #include <mutex>
@@ -141,14 +142,14 @@ struct DeviceGuard final : c10::impl::DeviceGuardImplInterface {
   void uncheckedSetDevice(c10::Device device) const noexcept override {
     if (device.index() >= 0) g_current = device.index();
   }
-  c10::Stream getStream(c10::Device device) const override { return c10::Stream(c10::Stream::DEFAULT, device); }
+  c10::Stream getStream(c10::Device device) const noexcept override { return c10::Stream(c10::Stream::DEFAULT, device); }
   c10::Stream getNewStream(c10::Device device, int priority) const override {
     return c10::Stream(c10::Stream::DEFAULT, device);
   }
   c10::Stream getStreamFromGlobalPool(c10::Device device, bool high_priority) const override {
     return c10::Stream(c10::Stream::DEFAULT, device);
   }
-  c10::Stream exchangeStream(c10::Stream stream) const override {
+  c10::Stream exchangeStream(c10::Stream stream) const noexcept override {
     return c10::Stream(c10::Stream::DEFAULT, stream.device());
   }
   c10::DeviceIndex deviceCount() const noexcept override { return static_cast<c10::DeviceIndex>(g_device_count); }
@@ -193,8 +194,10 @@ void resize_storage_bytes(const c10::Storage& storage, size_t nbytes) {
 }
 
 struct Hooks final : at::PrivateUse1HooksInterface {
+#if TORCH_VERSION_MAJOR > 2 || TORCH_VERSION_MINOR >= 7  // the accelerator hooks ask these from torch 2.7
   bool isBuilt() const override { return true; }
   bool isAvailable() const override { return g_device_count > 0; }
+#endif
   bool hasPrimaryContext(c10::DeviceIndex device_index) const override { return true; }
   c10::DeviceIndex deviceCount() const override { return static_cast<c10::DeviceIndex>(g_device_count); }
   void setCurrentDevice(c10::DeviceIndex device) const override {
