@@ -32,12 +32,17 @@ def pytest_configure(config):
     config.addinivalue_line("markers", f"deepspeed: needs DeepSpeed; skipped where {WITHOUT_DEEPSPEED}=1 (no DeepSpeed)")
 
 
-def pytest_sessionstart(session):
+def pytest_collection_finish(session):
     """The stand-in device compiles on first use in a checkout, about a minute on one core. Left to the tests, the
     first that needs it compiles it while a test on the other worker that needs it too waits on the lock, a core
-    idle: so the session starts the build, beside the tests that need no stand-in. Once built, this process only
-    finds it cached; stopped half-way, it leaves nothing behind (its lock is a flock, its output a temporary file)."""
-    if not hasattr(session.config, "workerinput"):  # once, in the process that runs or hands out the tests
+    idle: so a run with tests on the stand-in starts the build as soon as they are collected, beside the tests that
+    need none (a run without them compiles nothing, tests/stand_in/test_on_demand.py). Once built, the process only
+    finds it cached; stopped half-way, it leaves nothing behind (its lock is a flock, its output a temporary
+    file)."""
+    # Under xdist each worker collects every test: the first worker starts the build.
+    if getattr(session.config, "workerinput", {}).get("workerid", "gw0") != "gw0":
+        return
+    if any("stand_in_device" in item.fixturenames for item in session.items):
         subprocess.Popen(
             [sys.executable, str(fake_device.BUILD)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             stdin=subprocess.DEVNULL, start_new_session=True,

@@ -1,5 +1,6 @@
 """The stand-in npu/musa device (a C++ library, about a minute to compile) is built only for the tests that
-start a process on it: a run of pure migrate tests compiles nothing."""
+start a process on it: a run of pure migrate tests compiles nothing. (A run with tests on the stand-in starts
+the build when they are collected, tests/conftest.py.)"""
 
 import os
 import subprocess
