@@ -118,6 +118,12 @@ def test_on_a_pipe_the_trainer_lines_pass_and_step_events_stay_hidden():
     assert stream.getvalue() == ""
 
 
+def launched(output: list[str]) -> tuple[int, str | None, list[str]]:
+    """`launch` over a command that prints `output` and exits 1: (status, the error it names, the lines shown)."""
+    script = f"import sys; print({chr(10).join(output)!r}); sys.exit(1)"
+    shown = []
+    status, error = parity_run.launch([sys.executable, "-c", script], dict(os.environ), shown.append)
+    return status, error, shown
 
 
 def test_the_rank_that_died_is_named_though_a_peer_reports_the_broken_collective_first():
@@ -129,11 +135,7 @@ def test_the_rank_that_died_is_named_though_a_peer_reports_the_broken_collective
         "W1127 17:20:01.000000 4321 torch/distributed/elastic/multiprocessing/api.py:900] Sending SIGTERM",
         "step 14/30 portlayer: error: rank 1: injected fault: exiting at step 15",
     ]
-    script = f"import sys; print({chr(10).join(lines)!r}); sys.exit(1)"
-    shown = []
-    status, error = parity_run.launch([sys.executable, "-c", script], dict(os.environ), shown.append)
-    assert (status, error) == (1, "rank 1: injected fault: exiting at step 15")
-    assert shown == ["step 10/30  loss 7.1", "step 14/30 "]
+    assert launched(lines) == (1, "rank 1: injected fault: exiting at step 15", ["step 10/30  loss 7.1", "step 14/30 "])
 
 
 def test_a_rank_killed_by_a_signal_is_named_from_torchruns_report():
@@ -150,10 +152,7 @@ def test_a_rank_killed_by_a_signal_is_named_from_torchruns_report():
         "  exitcode  : -9 (pid: 4022) (SIGKILL)",
         "  traceback : Signal 9 (SIGKILL) received by PID 4022",
     ]
-    script = f"import sys; print({chr(10).join(report)!r}); sys.exit(1)"
-    shown = []
-    status, error = parity_run.launch([sys.executable, "-c", script], dict(os.environ), shown.append)
-    assert (status, error, shown) == (1, "rank 1: killed by SIGKILL (signal 9)", [])
+    assert launched(report) == (1, "rank 1: killed by SIGKILL (signal 9)", [])
 
 
 def test_when_every_error_is_a_broken_collective_the_first_is_named():
