@@ -39,11 +39,11 @@ def device_runtimes() -> list[str]:
     import torch
 
     from portlayer import backends
-    from portlayer.selection import module_installed
+    from portlayer.selection import plugin_installed
 
     built_in = {"cuda": torch.backends.cuda.is_built(), "xpu": torch.xpu._is_compiled(), "mps": torch.backends.mps.is_built()}
-    plugins = [backend.vendor_module for backend in backends.PROBE_ORDER if backend.vendor_module]
-    return [name for name, built in built_in.items() if built] + [name for name in plugins if module_installed(name)]
+    plugins = [backend.vendor_module for backend in backends.PROBE_ORDER if backend.vendor_module and plugin_installed(backend)]
+    return [name for name, built in built_in.items() if built] + plugins
 
 
 def preload() -> tuple[str, ...] | None:
