@@ -449,6 +449,12 @@ def _build_model(options: Options, device: torch.device) -> tuple[torch.nn.Modul
     return model, zeroed, init_checksum
 
 
+def compile_traces_transformers() -> bool:
+    """Whether dynamo can trace transformers' forward on this torch: transformers' masks ask
+    `torch.compiler.is_exporting`, which torch 2.7 added."""
+    return hasattr(torch.compiler, "is_exporting")
+
+
 def compile_in_place(model: torch.nn.Module) -> None:
     """`--compile`: torch.compile the model in place, so that the module and its state dict keep their names and
     checkpoints and strategies see no wrapper. transformers warns (once, but calls its logger at every step) from
@@ -457,6 +463,11 @@ def compile_in_place(model: torch.nn.Module) -> None:
     import torch._dynamo
     from transformers.utils import logging as hf_logging
 
+    if not compile_traces_transformers():
+        raise PortlayerError(
+            f"--compile needs torch >= 2.7: transformers calls torch.compiler.is_exporting, which torch "
+            f"{torch.__version__} lacks (train without --compile)"
+        )
     torch._dynamo.config.ignore_logging_functions.add(hf_logging.warning_once)
     model.compile()
 

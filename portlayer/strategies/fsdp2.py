@@ -20,6 +20,7 @@ from torch.distributed.checkpoint.state_dict import (
 from torch.distributed.device_mesh import DeviceMesh
 from torch.distributed.fsdp import fully_shard
 
+from portlayer.errors import PortlayerError
 from portlayer.strategies import Strategy
 from portlayer.strategies.parallel import Parallel, Setup
 
@@ -55,6 +56,12 @@ def _shares_parameters(model: torch.nn.Module, block: torch.nn.Module) -> bool:
 class Fsdp2Parallel(Parallel):
     @classmethod
     def prepare(cls, strategy: Strategy, core: torch.nn.Module, setup: Setup) -> Fsdp2Parallel:
+        # fully_shard orders its all-gathers with stream events; torch 2.7 gave the cpu's streams events.
+        if setup.device.type == "cpu" and not hasattr(torch.cpu.Stream, "record_event"):
+            raise PortlayerError(
+                f"fsdp2 on the cpu needs torch >= 2.7: fully_shard records stream events, which torch "
+                f"{torch.__version__}'s cpu streams lack (use zero3, or fsdp2 on a device)"
+            )
         mesh = DeviceMesh.from_group(setup.group, setup.device.type)
         for block in blocks(core):
             fully_shard(block, mesh=mesh)

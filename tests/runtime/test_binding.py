@@ -44,7 +44,7 @@ from portlayer import runtime
 selected_first = runtime.selection().backend.name  # asking which backend selects it
 portlayer.synchronize  # first use binds
 with portlayer.device(1):
-    default_inside = str(torch.get_default_device())
+    default_inside = str(torch.empty(0).device)
 print(json.dumps({
     "selected_first": selected_first,
     "identical": [name for name in portlayer.api.MIRRORED if getattr(portlayer, name) is getattr(torch.npu, name)],
@@ -52,7 +52,7 @@ print(json.dumps({
     "lazy_lookup_left": "__getattr__" in vars(portlayer),
     "same_device_object": portlayer.device(1) is portlayer.device(1),
     "default_inside": default_inside,
-    "default_after": str(torch.get_default_device()),
+    "default_after": str(torch.empty(0).device),
     "ddp_ids": [portlayer.ddp_device_ids(torch.device("npu", 1)), portlayer.ddp_device_ids("npu:0"),
                 portlayer.ddp_device_ids(1), portlayer.ddp_device_ids(torch.device("npu")),
                 portlayer.ddp_device_ids(("npu:1", 0))],

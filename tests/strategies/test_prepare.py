@@ -7,6 +7,7 @@ from portlayer.errors import PortlayerError
 from portlayer.strategies import get_strategy, prepare
 from portlayer.strategies.fsdp2 import blocks
 from portlayer.strategies.parallel import Parallel, Setup
+from tests.trainer.helpers import needs_cpu_fsdp2
 
 
 def setup(**changes) -> Setup:
@@ -35,6 +36,13 @@ def test_fp16_under_a_sharded_strategy_is_refused_before_any_engine_starts():
     given = "".join(["fp", "16"])  # built at run time, as the command line's is: not the literal compared with
     with pytest.raises(PortlayerError, match=r"^--strategy zero2 trains in fp32 or bf16, not fp16"):
         prepare(get_strategy("zero2"), torch.nn.Linear(2, 1), setup(group=object(), precision=given))
+
+
+def test_fsdp2_on_the_cpu_of_a_torch_without_stream_events_is_refused_in_one_line(monkeypatch):
+    # torch 2.6's cpu streams have no record_event, which fully_shard calls before its first all-gather.
+    monkeypatch.delattr(torch.cpu.Stream, "record_event", raising=False)
+    with pytest.raises(PortlayerError, match=r"^fsdp2 on the cpu needs torch >= 2\.7: fully_shard records stream"):
+        prepare(get_strategy("fsdp2"), torch.nn.Linear(2, 1), setup(group=object()))
 
 
 def test_ddp_in_one_process_trains_the_bare_model_with_accumulation():
@@ -268,6 +276,7 @@ def one_rank_group():
         dist.destroy_process_group()
 
 
+@needs_cpu_fsdp2
 def test_fsdp2_shards_each_block_then_the_whole_model_and_gathers_the_full_state(one_rank_group):
     from torch.distributed.fsdp import FSDPModule
 

@@ -13,6 +13,7 @@ from transformers.masking_utils import (
 
 from portlayer.train import attention
 from portlayer.train.presets import build_model, example_batch, get_preset
+from tests.trainer.helpers import needs_compile
 
 TINY = ("gpt2-tiny", "bert-base-uncased-tiny", "mixtral-8x7b-tiny")
 
@@ -50,6 +51,7 @@ def test_outside_parity_sdpa_gets_no_mask_and_gives_transformers_sdpa_losses(nam
         assert loss.item() == pytest.approx(theirs(**batch).loss.item(), rel=1e-6)
 
 
+@needs_compile
 def test_under_compile_sdpa_still_gets_no_mask_where_transformers_own_builds_one(masks_given):
     preset = get_preset("gpt2-tiny")
     batch = example_batch(preset)

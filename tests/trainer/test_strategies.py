@@ -28,6 +28,7 @@ from tests.trainer.helpers import (
     baseline,
     free_port,
     max_relative_difference,
+    needs_cpu_fsdp2,
 )
 
 # Gloo jobs on the cpu, held to the cpu baselines: the devices are hidden from the ranks (tests/accelerator.py). On a
@@ -83,7 +84,8 @@ ON_THE_CPU = {KILLED, *OTHER_PRESETS}
 
 @pytest.mark.parametrize(
     ("preset", "strategy"),
-    [pytest.param(*case, marks=[pytest.mark.deepspeed] if case[1].startswith("zero") else []) for case in OTHER_PRESETS],
+    [pytest.param(*case, marks=[pytest.mark.deepspeed] if case[1].startswith("zero") else [needs_cpu_fsdp2])
+     for case in OTHER_PRESETS],
 )
 def test_the_other_presets_match_their_ddp_baseline_under_a_sharded_strategy(tmp_path, preset, strategy):
     out = tmp_path / "run.json"

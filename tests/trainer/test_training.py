@@ -11,11 +11,13 @@ import math
 import pytest
 from click.testing import CliRunner
 
+from portlayer.errors import PortlayerError
 from portlayer.train import runfile
+from portlayer.train import train as train_module
 from portlayer.train.cli import parity
 from portlayer.train.presets import get_preset
-from portlayer.train.train import Options, train
-from tests.trainer.helpers import BASELINES, RTOL, baseline, max_relative_difference
+from portlayer.train.train import Options, compile_traces_transformers, train
+from tests.trainer.helpers import BASELINES, RTOL, baseline, max_relative_difference, needs_compile
 
 pytestmark = pytest.mark.usefixtures("restore_torch_switches")
 
@@ -134,6 +136,14 @@ def test_the_cpu_records_no_device_memory_rather_than_zero():
     assert run["summary"]["peak_memory_bytes"] is None
 
 
+def test_compile_is_refused_in_one_line_on_a_torch_without_what_transformers_asks(monkeypatch):
+    if compile_traces_transformers():  # torch 2.7 on: answer as torch 2.6 does (torch itself calls is_exporting)
+        monkeypatch.setattr(train_module, "compile_traces_transformers", lambda: False)
+    with pytest.raises(PortlayerError, match=r"^--compile needs torch >= 2\.7: transformers calls torch\.compiler"):
+        train(gpt2_tiny_like_baseline(steps=1, compile=True))
+
+
+@needs_compile
 def test_compile_trains_the_baselines_run_to_rounding():
     """`--compile` (torch.compile of the model, in place): the same training as eager, to the rounding of
     kernels that inductor fuses and reorders; recorded in the run file. The first step pays for compilation."""
