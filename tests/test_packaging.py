@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -81,6 +82,17 @@ def test_make_bench_installs_the_bench_extra_and_make_venv_does_not(tmp_path):
     assert "-c constraints.txt -e '.[migrate,train,dev,bench]'" in planned("bench")
     venv = planned("venv")
     assert "-c constraints.txt -e '.[migrate,train,dev]'" in venv and "bench]" not in venv
+
+
+def test_the_venv_installs_from_the_folders_of_local_wheels_pip_is_configured_with(tmp_path):
+    # uv reads none of pip's settings: without the folder that holds the pinned cpu torch, it would take
+    # PyPI's torch 2.13.0, a CUDA build of several GB.
+    planned = subprocess.run(
+        ["make", "-n", "venv", f"VENV={tmp_path / 'venv'}"],
+        cwd=ROOT, capture_output=True, text=True, check=True, env={**os.environ, "PIP_FIND_LINKS": "/a/b /c/d"},
+    ).stdout
+    installs = [line for line in planned.splitlines() if " pip install " in line and "-c constraints.txt" in line]
+    assert installs and all("--find-links /a/b --find-links /c/d" in line for line in installs), planned
 
 
 def test_make_venv_and_test_build_deepspeed_against_the_installed_torch(tmp_path):
