@@ -353,7 +353,14 @@ def train(options: Options) -> dict | None:
             if options.parity and not options.keep_dropout
             else contextlib.nullcontext()
         ):
-            return _train(options, world, device)
+            result = _train(options, world, device)
+        if world.distributed:
+            # Before the groups go. torch 2.6's gloo frees a finished collective's tensors on its worker thread,
+            # which needs the GIL for that while it holds the lock that freeing the group takes with the GIL
+            # held: a rank hung at exit about one run in three (mixtral-8x7b-tiny, 30 steps). While this rank
+            # waits here, without the GIL, the worker finishes.
+            dist.barrier(group=world.group)
+        return result
     except RuntimeError as exc:
         if world.distributed and "timed out" in str(exc).lower():
             raise PortlayerError(
