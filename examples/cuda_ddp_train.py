@@ -114,8 +114,11 @@ def main():
             with open(args.losses_out, "w") as out:
                 json.dump(losses, out)
     # Drop the DDP model before its process group: alive past destroy_process_group, it can hang its
-    # rank at exit (gloo, torch 2.13: about one run in three).
+    # rank at exit (gloo, torch 2.13: about one run in three). And let every rank finish before the group
+    # goes: gloo's worker may still be freeing the last all-reduce's tensors, which hung ranks at exit on
+    # torch 2.6 and 2.7 (the worker waits for the GIL that destroying the group holds).
     model = optimizer = None
+    dist.barrier()
     dist.destroy_process_group()
 
 
