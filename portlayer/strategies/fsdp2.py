@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 
 import torch
+import torch.distributed as dist
 from torch.distributed.checkpoint.state_dict import (
     StateDictOptions,
     get_model_state_dict,
@@ -53,6 +54,15 @@ def _shares_parameters(model: torch.nn.Module, block: torch.nn.Module) -> bool:
     )
 
 
+def _averaging_error(group) -> float:
+    """What the group's reduce-scatter gives when asked for the average of ones: 1.0 where it averages.
+    fully_shard reduces fp32 and bf16 gradients with ReduceOp.AVG, which torch 2.7 and 2.8's gloo takes for a sum
+    (the world size comes back; 2.11 averages)."""
+    averaged = torch.empty(1)
+    dist.reduce_scatter_tensor(averaged, torch.ones(dist.get_world_size(group)), op=dist.ReduceOp.AVG, group=group)
+    return averaged.item()
+
+
 class Fsdp2Parallel(Parallel):
     @classmethod
     def prepare(cls, strategy: Strategy, core: torch.nn.Module, setup: Setup) -> Fsdp2Parallel:
@@ -61,6 +71,11 @@ class Fsdp2Parallel(Parallel):
             raise PortlayerError(
                 f"fsdp2 on the cpu needs torch >= 2.7: fully_shard records stream events, which torch "
                 f"{torch.__version__}'s cpu streams lack (use zero3, or fsdp2 on a device)"
+            )
+        if setup.device.type == "cpu" and (factor := _averaging_error(setup.group)) != 1.0:
+            raise PortlayerError(
+                f"fsdp2 on the cpu: torch {torch.__version__}'s gloo sums where fully_shard asks for the average, "
+                f"so every gradient would be {factor:g} times too large (use torch >= 2.11, or zero3 on the cpu)"
             )
         mesh = DeviceMesh.from_group(setup.group, setup.device.type)
         for block in blocks(core):
