@@ -475,7 +475,9 @@ def compile_in_place(model: torch.nn.Module) -> None:
             f"--compile needs torch >= 2.7: transformers calls torch.compiler.is_exporting, which torch "
             f"{torch.__version__} lacks (train without --compile)"
         )
-    torch._dynamo.config.ignore_logging_functions.add(hf_logging.warning_once)
+    # Where dynamo has the switch (2.11 has, 2.8 has not); without it the step compiles as two graphs.
+    if (ignored := getattr(torch._dynamo.config, "ignore_logging_functions", None)) is not None:
+        ignored.add(hf_logging.warning_once)
     model.compile()
 
 

