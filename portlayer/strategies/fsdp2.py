@@ -54,7 +54,7 @@ def _shares_parameters(model: torch.nn.Module, block: torch.nn.Module) -> bool:
     )
 
 
-def _averaging_error(group) -> float:
+def _average_of_ones(group) -> float:
     """What the group's reduce-scatter gives when asked for the average of ones: 1.0 where it averages.
     fully_shard reduces fp32 and bf16 gradients with ReduceOp.AVG, which torch 2.7 and 2.8's gloo takes for a sum
     (the world size comes back; 2.11 averages)."""
@@ -66,13 +66,13 @@ def _averaging_error(group) -> float:
 class Fsdp2Parallel(Parallel):
     @classmethod
     def prepare(cls, strategy: Strategy, core: torch.nn.Module, setup: Setup) -> Fsdp2Parallel:
-        # fully_shard orders its all-gathers with stream events; torch 2.7 gave the cpu's streams events.
+        # fully_shard orders its all-gathers with stream events, which the cpu's streams have from torch 2.7.
         if setup.device.type == "cpu" and not hasattr(torch.cpu.Stream, "record_event"):
             raise PortlayerError(
-                f"fsdp2 on the cpu needs torch >= 2.7: fully_shard records stream events, which torch "
-                f"{torch.__version__}'s cpu streams lack (use zero3, or fsdp2 on a device)"
+                f"fsdp2 on the cpu: fully_shard records stream events, which torch {torch.__version__}'s cpu streams "
+                f"lack (use torch >= 2.11, or zero3 on the cpu)"
             )
-        if setup.device.type == "cpu" and (factor := _averaging_error(setup.group)) != 1.0:
+        if setup.device.type == "cpu" and (factor := _average_of_ones(setup.group)) != 1.0:
             raise PortlayerError(
                 f"fsdp2 on the cpu: torch {torch.__version__}'s gloo sums where fully_shard asks for the average, "
                 f"so every gradient would be {factor:g} times too large (use torch >= 2.11, or zero3 on the cpu)"

@@ -41,13 +41,13 @@ def test_fp16_under_a_sharded_strategy_is_refused_before_any_engine_starts():
 def test_fsdp2_on_the_cpu_of_a_torch_without_stream_events_is_refused_in_one_line(monkeypatch):
     # torch 2.6's cpu streams have no record_event, which fully_shard calls before its first all-gather.
     monkeypatch.delattr(torch.cpu.Stream, "record_event", raising=False)
-    with pytest.raises(PortlayerError, match=r"^fsdp2 on the cpu needs torch >= 2\.7: fully_shard records stream"):
+    with pytest.raises(PortlayerError, match=r"^fsdp2 on the cpu: fully_shard records stream events, which torch \S+'s cpu streams lack"):
         prepare(get_strategy("fsdp2"), torch.nn.Linear(2, 1), setup(group=object()))
 
 
 def test_fsdp2_on_the_cpu_where_gloo_sums_instead_of_averaging_is_refused_in_one_line(monkeypatch):
     # torch 2.7 and 2.8's gloo answers fully_shard's ReduceOp.AVG with a sum: the gradients would be 2x on 2 ranks.
-    monkeypatch.setattr(fsdp2, "_averaging_error", lambda group: 2.0)
+    monkeypatch.setattr(fsdp2, "_average_of_ones", lambda group: 2.0)
     with pytest.raises(PortlayerError, match=r"^fsdp2 on the cpu: torch \S+'s gloo sums where fully_shard asks for the"
                        r" average, so every gradient would be 2 times too large"):
         prepare(get_strategy("fsdp2"), torch.nn.Linear(2, 1), setup(group=object()))
