@@ -63,20 +63,26 @@ def _average_of_ones(group) -> float:
     return averaged.item()
 
 
+def _check_the_cpu(group) -> None:
+    """Refuse fsdp2 on a cpu whose torch would fail or train it wrong (torch 2.6 to 2.8)."""
+    # fully_shard orders its all-gathers with stream events, which the cpu's streams have from torch 2.7.
+    if not hasattr(torch.cpu.Stream, "record_event"):
+        raise PortlayerError(
+            f"fsdp2 on the cpu: fully_shard records stream events, which torch {torch.__version__}'s cpu streams "
+            f"lack (use torch >= 2.11, or zero3 on the cpu)"
+        )
+    if (factor := _average_of_ones(group)) != 1.0:
+        raise PortlayerError(
+            f"fsdp2 on the cpu: torch {torch.__version__}'s gloo sums where fully_shard asks for the average, "
+            f"so every gradient would be {factor:g} times too large (use torch >= 2.11, or zero3 on the cpu)"
+        )
+
+
 class Fsdp2Parallel(Parallel):
     @classmethod
     def prepare(cls, strategy: Strategy, core: torch.nn.Module, setup: Setup) -> Fsdp2Parallel:
-        # fully_shard orders its all-gathers with stream events, which the cpu's streams have from torch 2.7.
-        if setup.device.type == "cpu" and not hasattr(torch.cpu.Stream, "record_event"):
-            raise PortlayerError(
-                f"fsdp2 on the cpu: fully_shard records stream events, which torch {torch.__version__}'s cpu streams "
-                f"lack (use torch >= 2.11, or zero3 on the cpu)"
-            )
-        if setup.device.type == "cpu" and (factor := _average_of_ones(setup.group)) != 1.0:
-            raise PortlayerError(
-                f"fsdp2 on the cpu: torch {torch.__version__}'s gloo sums where fully_shard asks for the average, "
-                f"so every gradient would be {factor:g} times too large (use torch >= 2.11, or zero3 on the cpu)"
-            )
+        if setup.device.type == "cpu":
+            _check_the_cpu(setup.group)
         mesh = DeviceMesh.from_group(setup.group, setup.device.type)
         for block in blocks(core):
             fully_shard(block, mesh=mesh)
