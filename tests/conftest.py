@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from tests import accelerator, fake_device
+from tests import accelerator, fake_device, warm
 from tests.processes import fresh_process_json
 
 # Nothing in the tests may reach a model hub.
@@ -30,6 +30,15 @@ WITHOUT_DEEPSPEED = "PORTLAYER_TESTS_WITHOUT_DEEPSPEED"
 
 def pytest_configure(config):
     config.addinivalue_line("markers", f"deepspeed: needs DeepSpeed; skipped where {WITHOUT_DEEPSPEED}=1 (no DeepSpeed)")
+    config.addinivalue_line("markers", "real_interpreter: the test's processes start a new interpreter, not the warm one")
+    # The session's first process (xdist's controller) makes the warm interpreter's folder, which its workers share.
+    if not hasattr(config, "workerinput"):
+        warm.start_session()
+
+
+def pytest_unconfigure(config):
+    if not hasattr(config, "workerinput"):
+        warm.end_session()
 
 
 def pytest_collection_finish(session):
@@ -56,6 +65,15 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "deepspeed" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True)
+def warm_interpreter(request, monkeypatch):
+    """The processes a test starts with `sys.executable` start from the warm interpreter (tests/warm): the same
+    program, without the seconds of imports before its first line. A test about the interpreter itself (its
+    startup, an install, a venv) is marked `real_interpreter`."""
+    if request.node.get_closest_marker("real_interpreter") is None:
+        monkeypatch.setattr(sys, "executable", warm.python())
 
 
 @pytest.fixture(scope="module")

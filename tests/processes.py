@@ -1,5 +1,6 @@
-"""Fresh interpreters for the tests: torch's privateuse1 backend can be renamed once per process, so a test
-that installs a (stand-in) vendor plugin or picks a backend runs its code in a process of its own.
+"""Processes of their own for the tests: torch's privateuse1 backend can be renamed once per process, so a test
+that installs a (stand-in) vendor plugin or picks a backend runs its code in a process of its own (a fork of the
+warm interpreter, tests/warm, which has renamed nothing).
 
 `HUNG_S` is how long a test lets a process it starts run before calling it hung. It is not a speed check: a
 limit that guesses the machine's speed fails good changes on a busy one (issue 35). The only times the tests

@@ -3,6 +3,7 @@ and preflight."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from portlayer.precision import FP32, PRECISIONS
@@ -41,6 +42,8 @@ def test_preflights_byte_counts_come_from_the_table():
     assert sharding.ADAM_BYTES == {"fp32": 8, "bf16": 12, "fp16": 12}
 
 
+# What a new interpreter has imported: the warm one has torch already.
+@pytest.mark.real_interpreter
 def test_the_names_load_no_torch():
     result = run_python(
         "import sys; from portlayer.precision import PRECISIONS; print(sorted(PRECISIONS), 'torch' in sys.modules)",

@@ -214,6 +214,8 @@ def test_codes_doc_is_generated_from_the_table():
     assert all(code.startswith(("PF1", "PF2")) for code in CODES)
 
 
+# What a new interpreter has imported: the warm one has torch already.
+@pytest.mark.real_interpreter
 def test_the_commands_help_reads_without_torch():
     # `portlayer --help` lists preflight: its command and option tables load no torch (the step's modules do).
     from tests.processes import run_python

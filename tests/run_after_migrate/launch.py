@@ -180,8 +180,9 @@ def device_memory(running: Running) -> dict[str, int]:
     log = running.memory_log
     lines = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
     if running.nproc is None:
-        # Only the program's own process: not the workers of a data loader, say, that load the plugin too.
-        own = [sum(line["peak_bytes"]) for line in lines if line["pid"] == running.group.process.pid]
+        # Only the program's own process, which leads the session it was started in (ProcessGroup): not the
+        # workers of a data loader, say, forked from it, that load the plugin too.
+        own = [sum(line["peak_bytes"]) for line in lines if line["pid"] == line["session"]]
         return {"main": own[0]} if own else {}
     # Under torchrun the launcher (no RANK) may load the plugin too; only the ranks train.
     return {line["rank"]: sum(line["peak_bytes"]) for line in lines if line["rank"] is not None}

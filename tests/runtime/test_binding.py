@@ -11,6 +11,8 @@ from tests.processes import run_python
 HEAVY = ("torch", "torch_npu", "torch_musa", "transformers", "datasets", "libcst")
 
 
+# What a new interpreter has imported: the warm one has torch already.
+@pytest.mark.real_interpreter
 def test_import_portlayer_loads_neither_torch_nor_a_plugin():
     result = run_python(
         "import json, sys, portlayer\n"

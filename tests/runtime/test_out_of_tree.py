@@ -86,6 +86,8 @@ def test_an_out_of_tree_record_with_a_vendor_api_is_a_migrate_and_preflight_targ
     assert seen["codes"] == ["PL501"]  # the record's dtype_risks say float64 is missing
 
 
+# What a new interpreter has imported: the warm one has torch already.
+@pytest.mark.real_interpreter
 def test_import_portlayer_scans_no_entry_points_until_a_backend_is_selected(installed_gcu):
     seen = _run(
         """

@@ -10,7 +10,12 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from tests.processes import HUNG_S
+
+# What a new interpreter imports and asks before the fork server's preload: the warm one has done both already.
+pytestmark = pytest.mark.real_interpreter
 
 ARGUMENTS = """
 import json

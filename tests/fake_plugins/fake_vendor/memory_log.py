@@ -3,7 +3,7 @@
 A port that silently falls back to the host cpu exits 0 and prints falling losses like one that trains on
 the device, so the exit code and the output cannot tell them apart; the device's byte counts can. When
 FAKE_DEVICE_MEMORY_LOG names a file, each process that loaded the stand-in appends one JSON line there at
-exit: its pid, its torchrun RANK (null outside torchrun), the device type, and per device the peak bytes
+exit: its pid and session, its torchrun RANK (null outside torchrun), the device type, and per device the peak bytes
 allocated and the number of allocations.
 """
 
@@ -29,6 +29,7 @@ def _append(path: str, device_type: str, device_count: int) -> None:
     stats = [torch.ops.fake_device.memory_stats(index) for index in range(device_count)]
     line = {
         "pid": os.getpid(),
+        "session": os.getsid(0),
         "rank": os.environ.get("RANK"),
         "device_type": device_type,
         "peak_bytes": [peak for _, peak, _, _ in stats],
