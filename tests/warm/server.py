@@ -83,7 +83,7 @@ def serve(path: str, wrapper: str, idle_s: float) -> None:
             if pid is not None:
                 children[pid] = connection
         for pid, connection in list(children.items()):
-            if connection in ready and not connection.recv(1, socket.MSG_PEEK):
+            if connection in ready and gone(connection):
                 # The client is gone (killed): its program goes with it, as a process group killed would.
                 connection.close()
                 children[pid] = None
@@ -92,12 +92,18 @@ def serve(path: str, wrapper: str, idle_s: float) -> None:
             last_busy = time.monotonic()
     # Gone before it stops listening, and only if it is still this server's: a client that finds no server
     # starts the next one, whose socket this one must not remove.
-    try:
+    with contextlib.suppress(FileNotFoundError):
         if os.stat(path).st_ino == inode:
             os.unlink(path)
-    except FileNotFoundError:
-        pass
     listener.close()
+
+
+def gone(connection: socket.socket) -> bool:
+    """Whether the client at the other end has closed its connection (it sends nothing after its request)."""
+    try:
+        return not connection.recv(1, socket.MSG_PEEK)
+    except OSError:
+        return True
 
 
 def start(connection: socket.socket, listener: socket.socket, children: dict, wrapper: str) -> int | None:
