@@ -26,8 +26,8 @@ SERVER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "server.py")
 # A server that has run nothing for this long exits: the programs of one environment mostly come together (a
 # test's runs, a module's tests).
 IDLE_S = 120
-# Beside the socket's path (server.py): this environment gets no server.
-COLD = ".sock.cold"
+# Beside the socket's path, the server's word that this environment gets no server (server.py writes it).
+COLD = ".cold"
 # Variables that do not pick the server: those a server never reads, portlayer's and the stand-in plugins' (it
 # imports neither), and those that differ from one run or process to the next and that nothing reads at import
 # (inductor's is a pointer of the process that wrote it).
@@ -70,7 +70,7 @@ def key(env: dict) -> str:
 def connect(folder: str, env: dict) -> socket.socket | None:
     """A connection to the server for `env`, started now if there is none; None where none can be had."""
     name = os.path.join(folder, key(env))
-    if os.path.exists(name + COLD):
+    if os.path.exists(name + ".sock" + COLD):
         return None
     connection = try_connect(name + ".sock")
     if connection is not None:

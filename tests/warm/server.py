@@ -29,6 +29,8 @@ import threading
 import time
 import traceback
 
+from client import COLD  # this folder's client.py, first on the server's path
+
 
 def preload() -> bool:
     """Import what the ranks of `portlayer parity run` are forked with (`portlayer.train.launch.preload`), and
@@ -147,8 +149,6 @@ def reap(children: dict[int, socket.socket]) -> list[int]:
     return reaped
 
 
-# Beside the socket's path: this environment gets no server.
-COLD = ".cold"
 # The most the kernel passes in one message (SCM_MAX_FD).
 MAX_DESCRIPTORS = 253
 
