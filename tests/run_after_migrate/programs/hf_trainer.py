@@ -80,5 +80,6 @@ torch.cuda.empty_cache()
 if trainer.is_world_process_zero():
     inputs = tokenizer("the cat", return_tensors="pt").to(device)
     generated = trainer.model.to(device).generate(**inputs, max_new_tokens=4, do_sample=False)
-    print("generated:", tokenizer.decode(generated[0]), flush=True)
+    # One write: with PYTHONUNBUFFERED print's pieces are separate writes, and the other rank's lines fall between them.
+    print(f"generated: {tokenizer.decode(generated[0])}", flush=True)
     print(f"model on {trainer.model.device.type}", flush=True)
