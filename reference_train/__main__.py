@@ -62,6 +62,16 @@ def parse_fault(ctx, param, value):
     help="Data parallelism: ddp, fsdp2 (torch's fully_shard) or zero1/2/3 (DeepSpeed; the [deepspeed] extra).",
 )
 @click.option(
+    "--tp",
+    "--tensor-model-parallel-size",
+    "tensor_parallel",
+    default=1,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Tensor parallel: split each block's matmuls over this many consecutive ranks (Megatron's); --strategy "
+    "is data parallel over the copies.",
+)
+@click.option(
     "--tf32/--no-tf32", default=False, show_default=True, help="Allow TF32 matmuls (never in parity mode)."
 )
 @click.option(

@@ -47,6 +47,7 @@ SETTING_FIELDS = (
     "deterministic",
     "dropout_fields_zeroed",
     "strategy",
+    "tensor_parallel",
     "perturb_init",
 )
 # The settings that act through the learning rate: their effect starts where the recorded rates part.
@@ -68,9 +69,12 @@ ROUNDING_LIMIT = 1e-5
 TF32_LIMIT = 1e-3
 BF16_LIMIT = 1.2e-3
 
+# How the ranks split the training: what state they shard, which matmuls they split.
+LAYOUT_FIELDS = ("strategy", "tensor_parallel")
 # The relative loss error between two strategies on one device (ddp against fsdp2, zero1/2/3, tiny presets,
 # 30 steps; docs/parity.md, "Across strategies") measured up to 7.3e-8, one float32 ulp of the loss: a sharded
-# reduction sums the gradients in another order. The band is ten ulps; a cross-strategy comparison keeps the
+# reduction sums the gradients in another order. Tensor parallel against ddp (--tp 2, bert and mixtral tiny, 2 and 4
+# ranks) measured up to 1.1e-7: a row-split matmul sums its halves' partial products by an all-reduce. The band is ten ulps; a cross-strategy comparison keeps the
 # default tolerance, and the verdict names the cause.
 REDUCTION_ORDER_LIMIT = 1e-6
 
@@ -246,7 +250,8 @@ class Comparison:
         cause = classify(
             self.max_rel_error,
             reduced_precisions(self.baseline, self.run),
-            strategies_differ=self.run_files and _field(self.baseline, "strategy") != _field(self.run, "strategy"),
+            layouts_differ=self.run_files
+            and any(_field(self.baseline, name) != _field(self.run, name) for name in LAYOUT_FIELDS),
         )
         # Never call a divergence real when a difference the runs record can explain it: the losses agreed
         # until that difference could first show.
@@ -271,17 +276,18 @@ def reduced_precisions(*runs: Series) -> set[str]:
     return used
 
 
-def classify(rel_error: float, precisions: set[str] = frozenset(), strategies_differ: bool = False) -> str:
+def classify(rel_error: float, precisions: set[str] = frozenset(), layouts_differ: bool = False) -> str:
     """Name the likeliest cause of a relative loss error from the measured bands.
 
-    Runs under different strategies (ddp, fsdp2, zero*) reduce gradients in different orders: an error within
-    what that moves the loss is named so.
+    Runs under different strategies (ddp, fsdp2, zero*) reduce gradients in different orders, and runs that split
+    matmuls over different --tp sum their partial products in different orders: an error within what that moves
+    the loss is named so.
 
     The TF32 and bf16 bands overlap (3e-4 to 1e-3), so where both fit, the precision the runs recorded
     decides; with neither recorded, an error the size of TF32's is still called that, since a backend may
     lower matmul precision on its own (Ascend's HF32, for one).
     """
-    if strategies_differ and rel_error <= REDUCTION_ORDER_LIMIT:
+    if layouts_differ and rel_error <= REDUCTION_ORDER_LIMIT:
         return REDUCTION_ORDER
     if rel_error <= ROUNDING_LIMIT:
         return ROUNDING

@@ -3,8 +3,8 @@
 Launches `torchrun --nproc_per_node N -m portlayer.train --parity …` on the active backend, with the ranks forked
 from one import of torch (`portlayer.train.launch`). It shows the trainer's own output (not torchrun's) and a bar
 over the steps on a terminal, and on failure exits 1 with one line: the error of the rank that failed first.
-Everything that can be checked before training is: the trainer's options (a misspelt one is one line and exit 2)
-and that --out can be written. Ctrl-C stops torchrun and every rank it started (SIGTERM, then SIGKILL for what is
+Everything that can be checked before training is: the trainer's options (a misspelt one is one line and exit 2),
+the tensor-parallel layout's sizes, and that --out can be written. Ctrl-C stops torchrun and every rank it started (SIGTERM, then SIGKILL for what is
 left after STOP_GRACE_S; a second Ctrl-C kills at once), and exits 130. --nnodes / --node-rank / --rdzv-* go to
 torchrun as they are, for multi-node runs.
 """
@@ -21,8 +21,9 @@ from pathlib import Path
 import click
 
 from portlayer.cli import UnusableInput
-from portlayer.errors import error_line
-from portlayer.train.presets import PRESETS, get_preset
+from portlayer.errors import PortlayerError, error_line
+from portlayer.strategies.layout import Layout
+from portlayer.train.presets import PRESETS, build_config, get_preset, read_override_file
 from portlayer.train.process_group import ProcessGroup
 from portlayer.train.progress import STEP_EVENTS_ENV, StepBar
 
@@ -151,6 +152,28 @@ def root_cause(errors: list[str]) -> str | None:
     return next((error for error in errors if not _PEER_DIED.search(error)), errors[0] if errors else None)
 
 
+def check_layout(trainer: dict, nproc: int, nnodes: str | None) -> None:
+    """The tensor-parallel layout (the trainer's parsed options), before any rank starts: the world size and the
+    model's heads divide by --tp and the strategy composes with it, or one line and exit 2."""
+    layout = Layout(trainer["tensor_parallel"])
+    if layout.tensor == 1:
+        return
+    try:
+        if nnodes is None or nnodes.isdigit():  # an elastic MIN:MAX world is known only at the rendezvous
+            layout.data_parallel(nproc * int(nnodes or 1))
+        layout.check_strategy(trainer["strategy"])
+        overrides = read_override_file(trainer["override_config"]) if trainer["override_config"] else None
+        config, _ = build_config(
+            get_preset(trainer["preset"]),
+            config_overrides=overrides,
+            model_name_or_path=trainer["model_name_or_path"],
+            trust_remote_code=trainer["trust_remote_code"],
+        )
+        layout.check_model(config)
+    except PortlayerError as exc:
+        raise UnusableInput(str(exc)) from None
+
+
 def _check_nodes(nodes: dict[str, str | None]) -> None:
     nnodes = nodes["nnodes"]
     if nnodes is not None and not re.fullmatch(r"\d+(:\d+)?", nnodes):
@@ -184,7 +207,8 @@ def run(
     Other options go to the trainer (`python -m portlayer.train --help`), e.g. `--grad-accum 2`.
     """
     _check_nodes(nodes)
-    check_trainer_arguments(trainer_arguments(preset, steps, out, trainer_options))
+    trainer = check_trainer_arguments(trainer_arguments(preset, steps, out, trainer_options))
+    check_layout(trainer.params, nproc, nodes["nnodes"])
     check_writable(out)
     command = torchrun_command(preset, nproc, steps, out, trainer_options, nodes)
     bar = StepBar(steps or get_preset(preset).default_steps, preset)

@@ -58,9 +58,11 @@ METADATA = (
     Field("transformers", TEXT),
     Field("vendor", OBJECT),  # {"module": the vendor's plugin or null, "version": its version or null}
     Field("world_size", WHOLE),
+    # Ranks that split each layer (`--tp`); the world size over it trains on different data.
+    Field("tensor_parallel", WHOLE, older=_absent(1)),
     Field("per_device_batch", WHOLE),
     Field("grad_accum", WHOLE),
-    Field("global_batch", WHOLE),  # world_size x per_device_batch x grad_accum
+    Field("global_batch", WHOLE),  # world_size / tensor_parallel x per_device_batch x grad_accum
     Field("seq_len", WHOLE),
     Field("steps", WHOLE),
     # The steps the learning-rate schedule spans, part of the experiment since `--schedule-steps`.
@@ -161,10 +163,17 @@ def _check_metadata(metadata: dict, steps: int) -> None:
         raise RunFileError(f"metadata.steps is {metadata['steps']} but the file holds {steps} steps")
     if metadata["schedule_steps"] < steps:
         raise RunFileError(f"metadata.schedule_steps is {metadata['schedule_steps']}: fewer than metadata.steps")
-    made = metadata["world_size"] * metadata["per_device_batch"] * metadata["grad_accum"]
-    if metadata["global_batch"] != made:
+    copies, split = divmod(metadata["world_size"], max(metadata["tensor_parallel"], 1))
+    if split or metadata["tensor_parallel"] < 1:
         raise RunFileError(
-            f"metadata.global_batch is {metadata['global_batch']}, not world_size x per_device_batch x"
+            f"metadata.world_size {metadata['world_size']} is no multiple of metadata.tensor_parallel"
+            f" {metadata['tensor_parallel']}"
+        )
+    made = copies * metadata["per_device_batch"] * metadata["grad_accum"]
+    if metadata["global_batch"] != made:
+        over = "" if metadata["tensor_parallel"] == 1 else " / tensor_parallel"
+        raise RunFileError(
+            f"metadata.global_batch is {metadata['global_batch']}, not world_size{over} x per_device_batch x"
             f" grad_accum = {made}"
         )
 

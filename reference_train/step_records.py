@@ -65,7 +65,7 @@ class StepWindow:
             records.append({
                 "step": p.step,
                 "loss": loss / self.grad_accum / self.world.size,
-                "tokens_per_s": tokens / seconds,
+                "tokens_per_s": tokens / self.world.tensor / seconds,  # each copy's tokens once, not per split
                 "peak_memory_bytes": peak,
                 "lr": p.lr,
                 "grad_norm": norm if math.isfinite(norm) else None,  # an fp16 overflow the scaler skipped

@@ -27,6 +27,7 @@ from portlayer import strategies
 from portlayer.errors import PortlayerError, print_error
 from portlayer.precision import PRECISIONS
 from portlayer.progress import terminal_bar
+from portlayer.strategies.layout import Layout
 from portlayer.strategies.parallel import Parallel, Setup
 from portlayer.train import checkpoint, data, runfile
 from portlayer.train.batches import MicroBatches
@@ -62,6 +63,7 @@ class Options:
     seed: int = 0
     precision: str = "fp32"
     strategy: str = strategies.DEFAULT
+    tensor_parallel: int = 1  # --tp: ranks that split each layer (Megatron's --tensor-model-parallel-size)
     tf32: bool = False
     compile: bool = False  # torch.compile the model (parity runs stay eager unless asked)
     parity: bool = False
@@ -92,9 +94,12 @@ class World:
     local_rank: int
     size: int
     distributed: bool
-    # Training collectives use this group, whose timeout is `--timeout`; start-up and checkpoints, which
+    tensor: int = 1  # ranks per tensor-parallel group (`--tp`): consecutive ranks split one copy of the model
+    # Training collectives use these groups, whose timeout is `--timeout`; start-up and checkpoints, which
     # may wait on slow ranks legitimately, use the default group and its generous timeout.
-    group: Any = None
+    group: Any = None  # every rank
+    data_group: Any = None  # the ranks that hold the same part of the model: gradients are averaged over them
+    tensor_group: Any = None  # the ranks that split a copy of the model between them (with --tp)
 
     @classmethod
     def from_env(cls) -> World:
@@ -105,6 +110,15 @@ class World:
             size=size,
             distributed="RANK" in os.environ,
         )
+
+    @property
+    def data_rank(self) -> int:
+        """Which copy of the model this rank helps train: the data it reads (every rank of a copy reads the same)."""
+        return self.rank // self.tensor
+
+    @property
+    def data_size(self) -> int:
+        return self.size // self.tensor
 
     def all_reduce(self, values: list[float], op=None) -> list[float]:
         tensor = torch.tensor(values, dtype=torch.float64)
@@ -269,7 +283,8 @@ class TrainingStep:
         from transformers import get_cosine_schedule_with_warmup
 
         setup = Setup(
-            group=world.group if world.distributed else None,
+            group=world.data_group if world.distributed else None,
+            tensor_group=world.tensor_group,
             device=device,
             make_optimizer=lambda parameters: torch.optim.AdamW(
                 parameters,
@@ -287,7 +302,7 @@ class TrainingStep:
         )
         parallel = strategies.prepare(strategies.get_strategy(options.strategy), model, setup)
         batches = MicroBatches(
-            blocks, order, micro=options.per_device_batch, rank=world.rank, world_size=world.size,
+            blocks, order, micro=options.per_device_batch, rank=world.data_rank, world_size=world.data_size,
             seed=options.seed, device=device, total=options.steps * options.grad_accum,
         )  # fmt: skip
         return cls(options, world, device, parallel, blocks, order, batches)
@@ -338,6 +353,10 @@ def optimizer_name(parity: bool) -> str:
 def train(options: Options) -> dict | None:
     """Run the training job of this process (one rank); returns the run record on rank 0."""
     world = World.from_env()
+    layout = Layout(options.tensor_parallel)  # checked before anything starts: a one-line refusal
+    layout.data_parallel(world.size)
+    layout.check_strategy(options.strategy)
+    world.tensor = options.tensor_parallel
     if options.parity:
         # Before the first kernel and before the collective starts: some switches are read at start-up.
         portlayer.set_deterministic(True)
@@ -499,7 +518,12 @@ def _start_training_group(world: World, options: Options) -> None:
     if not world.distributed:
         return
     world.barrier()  # every rank is ready: from here on a silent rank is a failure
-    world.group = dist.new_group(timeout=timedelta(seconds=options.timeout_s))
+    timeout = timedelta(seconds=options.timeout_s)
+    world.group = world.data_group = dist.new_group(timeout=timeout)
+    if world.tensor > 1:
+        tensor_groups, data_groups = Layout(world.tensor).groups(world.size)
+        world.tensor_group, _ = dist.new_subgroups_by_enumeration(tensor_groups, timeout=timeout)
+        world.data_group, _ = dist.new_subgroups_by_enumeration(data_groups, timeout=timeout)
 
 
 def _check_vocabulary(core, blocks: data.Blocks) -> None:
@@ -518,8 +542,8 @@ def _resume(options: Options, world: World, training: TrainingStep, experiment: 
     if resume_from is None:
         return [], 1, None
     state = checkpoint.load(resume_from, world.rank)
-    if state["config_hash"] != experiment or state["world_size"] != world.size:
-        raise PortlayerError(f"{resume_from}: saved by a different experiment or world size; not resuming")
+    if (state["config_hash"], state["world_size"], state.get("tensor_parallel", 1)) != (experiment, world.size, world.tensor):
+        raise PortlayerError(f"{resume_from}: saved by a different experiment, world size or --tp; not resuming")
     saved_strategy = state.get("strategy", strategies.DEFAULT)
     if saved_strategy != options.strategy:
         raise PortlayerError(
@@ -537,13 +561,14 @@ def _save_checkpoint(
         "step": step,
         "config_hash": experiment,
         "world_size": world.size,
+        "tensor_parallel": world.tensor,
         "strategy": options.strategy,
     }
     checkpoint.save(options.checkpoint_dir, step, world.rank, state, world.barrier, training.parallel.save)
 
 
 def _global_batch(options: Options, world: World) -> int:
-    return options.per_device_batch * world.size * options.grad_accum
+    return options.per_device_batch * world.data_size * options.grad_accum
 
 
 def _run_record(
@@ -570,6 +595,7 @@ def _run_record(
             "transformers": __import__("transformers").__version__,
             "vendor": vendor_info(),
             "world_size": world.size,
+            "tensor_parallel": world.tensor,
             "per_device_batch": options.per_device_batch,
             "grad_accum": options.grad_accum,
             "global_batch": _global_batch(options, world),
@@ -610,12 +636,13 @@ def _run_record(
 
 @torch.no_grad()
 def evaluate(model, blocks: data.Blocks, world: World, device: torch.device, options: Options) -> float:
-    """Mean loss over the held-out blocks, each rank taking every world-size-th batch, weighted by tokens."""
+    """Mean loss over the held-out blocks, each copy of the model taking every data-parallel-size-th batch, weighted
+    by tokens (the ranks that split a copy count its batches alike, which leaves the mean as it is)."""
     model.eval()
     loss_sum, weight = 0.0, 0
     size = options.per_device_batch
     for index, first in enumerate(range(0, len(blocks.eval), size)):
-        if index % world.size != world.rank:
+        if index % world.data_size != world.data_rank:
             continue
         batch = {k: v.to(device) for k, v in data.eval_batch(blocks, first, size, options.seed).items()}
         with autocast(options.precision):

@@ -23,6 +23,7 @@ SETTINGS = {
     "device_name": "x86_64 cpu",
     "vendor": {"module": None, "version": None},
     "world_size": 2,
+    "tensor_parallel": 1,
     "per_device_batch": 4,
     "grad_accum": 1,
     "seq_len": 64,
@@ -58,7 +59,8 @@ def synthetic_run(losses=LOSSES, **metadata) -> dict:
     """A valid run of `losses`, one step each; keyword arguments set metadata fields. The global batch is made
     from its factors, the schedule spans the run, unless given."""
     values = {**SETTINGS, "steps": len(losses), "schedule_steps": len(losses), **metadata}
-    values.setdefault("global_batch", values["world_size"] * values["per_device_batch"] * values["grad_accum"])
+    copies = values["world_size"] // values["tensor_parallel"]
+    values.setdefault("global_batch", copies * values["per_device_batch"] * values["grad_accum"])
     return {
         "schema": runfile.SCHEMA,
         "preset": "gpt2-tiny",

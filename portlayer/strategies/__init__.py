@@ -53,19 +53,26 @@ def prepare(strategy: Strategy, core, setup):
     """`core` (the bare model) made ready to train under `strategy`: a `parallel.Parallel`.
 
     Imports the strategy's engine only now (torch's fully_shard, DeepSpeed), so that choosing a strategy
-    costs nothing until one trains. The sharded strategies need a process group (`setup.group`).
+    costs nothing until one trains. The sharded strategies need a process group (`setup.group`); with
+    `setup.tensor_group`, the model is split over it (tensor parallel) and the strategy is data parallel over the
+    splits.
     """
     from portlayer.strategies.parallel import Parallel
 
-    if strategy.engine == "ddp":
+    if strategy.engine == "ddp" and setup.tensor_group is None:
         return Parallel.prepare(strategy, core, setup)
     if setup.group is None:
         raise PortlayerError(
             f"--strategy {strategy.name} shards across ranks: launch with torchrun or the deepspeed launcher"
         )
     if setup.precision == "fp16":
-        # torch's GradScaler unscales whole gradients; a sharded strategy would need its own loss scaling.
-        raise PortlayerError(f"--strategy {strategy.name} trains in fp32 or bf16, not fp16 (no sharded loss scaling)")
+        # torch's GradScaler unscales whole gradients; split or sharded ones would need their own loss scaling.
+        split = f"--strategy {strategy.name}" if setup.tensor_group is None else "tensor parallel"
+        raise PortlayerError(f"{split} trains in fp32 or bf16, not fp16 (no loss scaling of split gradients)")
+    if setup.tensor_group is not None:
+        from portlayer.strategies.tensor_parallel import TensorParallel
+
+        return TensorParallel.prepare(strategy, core, setup)
     if strategy.engine == "fsdp2":
         from portlayer.strategies.fsdp2 import Fsdp2Parallel
 

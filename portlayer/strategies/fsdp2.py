@@ -11,23 +11,13 @@ import contextlib
 
 import torch
 import torch.distributed as dist
-from torch.distributed.checkpoint.state_dict import (
-    StateDictOptions,
-    get_model_state_dict,
-    get_optimizer_state_dict,
-    set_model_state_dict,
-    set_optimizer_state_dict,
-)
 from torch.distributed.device_mesh import DeviceMesh
 from torch.distributed.fsdp import fully_shard
 
 from portlayer.errors import PortlayerError
 from portlayer.strategies import Strategy
+from portlayer.strategies.gathered_state import GatheredState
 from portlayer.strategies.parallel import Parallel, Setup
-
-# Saving: gathered whole, on rank 0's host memory only. Loading: every rank reads the whole file.
-_SAVE = StateDictOptions(full_state_dict=True, cpu_offload=True)
-_LOAD = StateDictOptions(full_state_dict=True)
 
 
 def blocks(model: torch.nn.Module) -> list[torch.nn.Module]:
@@ -78,7 +68,7 @@ def _check_the_cpu(group) -> None:
         )
 
 
-class Fsdp2Parallel(Parallel):
+class Fsdp2Parallel(GatheredState, Parallel):
     @classmethod
     def prepare(cls, strategy: Strategy, core: torch.nn.Module, setup: Setup) -> Fsdp2Parallel:
         if setup.device.type == "cpu":
@@ -100,16 +90,6 @@ class Fsdp2Parallel(Parallel):
     def whole_norm(self, norm) -> torch.Tensor:
         # clip_grad_norm_ over sharded parameters returns a DTensor of the ranks' partial norms: reduce it.
         return norm.full_tensor()
-
-    def full_state(self) -> dict:
-        return {
-            "model": get_model_state_dict(self.core, options=_SAVE),
-            "optimizer": get_optimizer_state_dict(self.core, self.optimizer, options=_SAVE),
-        }
-
-    def load_full_state(self, state: dict) -> None:
-        set_model_state_dict(self.core, state["model"], options=_LOAD)
-        set_optimizer_state_dict(self.core, self.optimizer, state["optimizer"], options=_LOAD)
 
 
 @contextlib.contextmanager

@@ -31,7 +31,7 @@ STATE_FILE = "model-optimizer.pt"
 class Setup:
     """What every strategy needs to know about the run, besides the model."""
 
-    group: Any  # the process group of training collectives; None when not distributed
+    group: Any  # the data-parallel group, which averages gradients; None when not distributed
     device: torch.device
     make_optimizer: Callable[[Any], torch.optim.Optimizer]  # parameters -> optimizer
     make_scheduler: Callable[[torch.optim.Optimizer], Any]  # optimizer -> learning-rate schedule
@@ -39,6 +39,7 @@ class Setup:
     grad_accum: int
     max_grad_norm: float
     precision: str = "fp32"
+    tensor_group: Any = None  # the ranks that split each layer (`layout.Layout`); None: no tensor parallel
 
 
 class Parallel:
@@ -79,12 +80,17 @@ class Parallel:
     def step(self) -> torch.Tensor | float:
         """Clip, step the optimizer and the schedule; returns the total gradient norm before clipping (a tensor
         on the device, read when the step is recorded: no wait for the device here)."""
-        self.scaler.unscale_(self.optimizer)  # clip the true gradients, not the fp16-scaled ones
-        norm = torch.nn.utils.clip_grad_norm_(self.core.parameters(), self.setup.max_grad_norm)
+        norm = self.clip_gradients()
         self.scaler.step(self.optimizer)
         self.scaler.update()
         self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
+        return norm
+
+    def clip_gradients(self) -> torch.Tensor:
+        """Clip the gradients to `max_grad_norm`; their total norm before clipping."""
+        self.scaler.unscale_(self.optimizer)  # clip the true gradients, not the fp16-scaled ones
+        norm = torch.nn.utils.clip_grad_norm_(self.core.parameters(), self.setup.max_grad_norm)
         return self.whole_norm(norm)
 
     def whole_norm(self, norm: torch.Tensor) -> torch.Tensor:

@@ -1,0 +1,58 @@
+"""How a run's ranks split the work, as Megatron names it: tensor parallel (`--tp`, Megatron's
+`--tensor-model-parallel-size`) inside groups of consecutive ranks, data parallel across those groups.
+
+    layout = Layout(tensor=2)
+    layout.data_parallel(4)          # 2: ranks {0, 1} and {2, 3} each hold one split copy of the model
+    layout.check_model(config)       # the attention heads split whole over the tensor-parallel ranks
+
+The checks are arithmetic on sizes, with no torch: the launcher makes them before any rank starts, and the ranks
+make them again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from portlayer.errors import PortlayerError
+
+
+@dataclass(frozen=True)
+class Layout:
+    tensor: int = 1  # ranks that split each layer's matmuls (1: none)
+
+    def data_parallel(self, world_size: int) -> int:
+        """How many copies of the model train on different data: the world size over the tensor-parallel size."""
+        if world_size % self.tensor:
+            raise PortlayerError(
+                f"world size {world_size} is no multiple of --tp {self.tensor}: the ranks form groups of --tp"
+            )
+        return world_size // self.tensor
+
+    def groups(self, world_size: int) -> tuple[list[list[int]], list[list[int]]]:
+        """(the tensor-parallel groups, the data-parallel groups) of ranks: consecutive ranks split a model, as
+        Megatron places them (they share a node, where the splitting's collectives are fastest)."""
+        data = self.data_parallel(world_size)
+        tensor_groups = [list(range(first, first + self.tensor)) for first in range(0, world_size, self.tensor)]
+        data_groups = [list(range(offset, world_size, self.tensor)) for offset in range(self.tensor)]
+        assert all(len(group) == data for group in data_groups)
+        return tensor_groups, data_groups
+
+    def check_strategy(self, name: str) -> None:
+        """Refuse a data-parallel strategy that does not compose with tensor parallel (yet): only ddp does."""
+        from portlayer.strategies import get_strategy
+
+        if self.tensor > 1 and get_strategy(name).engine != "ddp":
+            raise PortlayerError(f"--tp composes with --strategy ddp, not yet with {name}")
+
+    def check_model(self, config) -> None:
+        """Refuse a model whose attention heads (a transformers config's) do not split whole over the ranks."""
+        if self.tensor == 1:
+            return
+        heads = getattr(config, "num_attention_heads", None)
+        key_value_heads = getattr(config, "num_key_value_heads", None) or heads
+        for count, what in ((heads, "attention heads"), (key_value_heads, "key-value heads")):
+            if count is not None and count % self.tensor:
+                raise PortlayerError(
+                    f"the model's {count} {what} do not split over --tp {self.tensor}: choose a --tp that "
+                    f"divides {count}"
+                )

@@ -1,0 +1,172 @@
+"""Tensor parallel (Megatron's, with torch's styles): each block's matmuls split over a group of ranks, data
+parallel (DDP's averaged gradients) across the groups.
+
+The plan is derived from the order the model's Linear layers run in, the pattern Megatron splits by hand: the
+layers that read the same input (q, k and v; an MLP's gate and up) are split by columns, each rank keeping whole
+heads, and the next layer that reads what they wrote and returns to their input's width (o; down) is split by
+rows, its partial sums all-reduced. So attention needs no communication inside, and each MLP and each attention
+costs one all-reduce forward and one backward. Layers outside a pair (embeddings, a router, the LM head) stay
+whole on every rank: they get the same gradients everywhere, so they stay the same. For the models transformers
+plans itself (`base_model_tp_plan`: Llama, Mixtral, Qwen2 …) the derived plan is that plan's colwise and rowwise
+layers (tested).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+from torch.distributed.device_mesh import DeviceMesh
+from torch.distributed.tensor import DTensor
+from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
+from portlayer.errors import PortlayerError
+from portlayer.strategies import Strategy
+from portlayer.strategies.fsdp2 import blocks
+from portlayer.strategies.gathered_state import GatheredState
+from portlayer.strategies.layout import Layout
+from portlayer.strategies.parallel import Parallel, Setup
+
+COLWISE, ROWWISE = "colwise", "rowwise"  # transformers' names for torch's two styles
+_STYLES = {COLWISE: ColwiseParallel, ROWWISE: RowwiseParallel}
+
+
+@dataclass
+class _Call:
+    name: str
+    linear: torch.nn.Linear
+    source: torch.Tensor  # its input, kept alive so that `is` tells the same input from another
+
+
+def tensor_plan(model: torch.nn.Module, tensor: int) -> dict[str, str]:
+    """{Linear layer's name: "colwise" | "rowwise"} for splitting `model` over `tensor` ranks, from one forward
+    of the model's dummy inputs; a one-line refusal where its blocks run no pair to split, or a split layer's
+    width does not divide."""
+    Layout(tensor).check_model(model.config)
+    plan: dict[str, str] = {}
+    group: list[_Call] = []
+    for call in _linear_calls(model):
+        if group and call.source is group[0].source:
+            group.append(call)
+        elif group and _closes(group, call.linear):
+            plan.update({member.name: COLWISE for member in group})
+            plan[call.name] = ROWWISE
+            group = []
+        else:
+            group = [call]
+    if not plan:
+        raise PortlayerError(_nothing_to_split(model))
+    for name, style in plan.items():
+        width = model.get_submodule(name).out_features if style == COLWISE else model.get_submodule(name).in_features
+        if width % tensor:
+            raise PortlayerError(f"{name} is {width} wide, which does not split over --tp {tensor}")
+    return plan
+
+
+def _closes(group: list[_Call], linear: torch.nn.Linear) -> bool:
+    """Whether `linear` reads what one of `group` wrote (its width) and returns to the group's input width."""
+    return linear.in_features in {member.linear.out_features for member in group} and (
+        linear.out_features == group[0].linear.in_features
+    )
+
+
+@torch.no_grad()
+def _linear_calls(model: torch.nn.Module) -> list[_Call]:
+    """The Linear layers inside the model's blocks, in the order one forward calls them, with their inputs.
+    In eval mode: no dropout draws from the generator, so the run that follows is unchanged."""
+    inside = {id(module) for block in blocks(model) for module in block.modules()}
+    calls: list[_Call] = []
+    hooks = [
+        module.register_forward_pre_hook(lambda module, inputs, name=name: calls.append(_Call(name, module, inputs[0])))
+        for name, module in model.named_modules()
+        if isinstance(module, torch.nn.Linear) and id(module) in inside
+    ]
+    training = model.training
+    device = next(model.parameters()).device
+    try:
+        model.eval()
+        model(**{key: value.to(device) for key, value in model.dummy_inputs.items()})
+    finally:
+        model.train(training)
+        for hook in hooks:
+            hook.remove()
+    return calls
+
+
+def _nothing_to_split(model: torch.nn.Module) -> str:
+    kinds = sorted({type(module).__name__ for block in blocks(model)[:1] for module in block.children()})
+    block = type(blocks(model)[0]).__name__ if blocks(model) else type(model).__name__
+    return (
+        f"tensor parallel splits pairs of nn.Linear layers, and {block} runs none ({', '.join(kinds) or 'no layers'};"
+        f" q, k and v fused in one layer cannot split by heads)"
+    )
+
+
+class TensorParallel(GatheredState, Parallel):
+    """The split model, its gradients averaged over the data-parallel group (`setup.group`) on the last
+    micro-batch as DDP would, clipped by the norm of the whole model."""
+
+    @classmethod
+    def prepare(cls, strategy: Strategy, core: torch.nn.Module, setup: Setup) -> TensorParallel:
+        tensor = dist.get_world_size(setup.tensor_group)
+        plan = tensor_plan(core, tensor)
+        mesh = DeviceMesh.from_group(setup.tensor_group, setup.device.type)
+        parallelize_module(core, mesh, {name: _STYLES[style]() for name, style in plan.items()})
+        optimizer = setup.make_optimizer(_split_apart(core))
+        return cls(core, core, optimizer, setup.make_scheduler(optimizer), setup)
+
+    @property
+    def engine(self) -> str:
+        tensor, data = dist.get_world_size(self.setup.tensor_group), dist.get_world_size(self.setup.group)
+        return f"torch tensor parallel over {tensor} ranks, data parallel over {data}"
+
+    def accumulating(self, last: bool):
+        return contextlib.nullcontext()  # gradients are averaged once, in `clip_gradients`
+
+    def clip_gradients(self) -> torch.Tensor:
+        grads = [p.grad for p in self.core.parameters() if p.grad is not None]
+        local = [grad.to_local() if isinstance(grad, DTensor) else grad for grad in grads]
+        if dist.get_world_size(self.setup.group) > 1:
+            _average(local, self.setup.group)
+        norm = _total_norm(grads, local, self.setup.tensor_group)
+        torch._foreach_mul_(local, (self.setup.max_grad_norm / (norm + 1e-6)).clamp(max=1.0))
+        return norm
+
+
+def _split_apart(core: torch.nn.Module) -> list[dict]:
+    """The parameters in two groups, split (DTensors) and whole: a foreach optimizer (the default on a device)
+    takes one kind of tensor per call."""
+    parameters = list(core.parameters())
+    split = [parameter for parameter in parameters if isinstance(parameter, DTensor)]
+    whole = [parameter for parameter in parameters if not isinstance(parameter, DTensor)]
+    return [{"params": group} for group in (split, whole) if group]
+
+
+def _average(tensors: list[torch.Tensor], group) -> None:
+    """Average `tensors` over `group` in place, in one all-reduce (DDP's buckets, as one)."""
+    flat = torch.cat([tensor.reshape(-1) for tensor in tensors])
+    dist.all_reduce(flat, group=group)
+    flat /= dist.get_world_size(group)
+    for tensor, part in zip(tensors, flat.split([tensor.numel() for tensor in tensors])):
+        tensor.copy_(part.view_as(tensor))
+
+
+def _total_norm(grads: list[torch.Tensor], local: list[torch.Tensor], tensor_group) -> torch.Tensor:
+    """The 2-norm of the whole model's gradient: a split layer's squares summed over the tensor-parallel ranks,
+    a whole (replicated) one's counted once."""
+    split, whole = [], []
+    for grad, part in zip(grads, local):
+        is_split = isinstance(grad, DTensor) and any(placement.is_shard() for placement in grad.placements)
+        (split if is_split else whole).append(part)
+    device = local[0].device
+    split_squares, whole_squares = _sum_of_squares(split, device), _sum_of_squares(whole, device)
+    dist.all_reduce(split_squares, group=tensor_group)
+    return (split_squares + whole_squares).sqrt()
+
+
+def _sum_of_squares(tensors: list[torch.Tensor], device: torch.device) -> torch.Tensor:
+    if not tensors:
+        return torch.zeros((), device=device)
+    return torch.stack(torch._foreach_norm(tensors)).float().square().sum()
