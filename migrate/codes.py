@@ -40,7 +40,8 @@ CODES: dict[str, Code] = {
     "PL108": Code("flags", "change", "cuDNN flag converted",
                   "`torch.backends.cudnn.X` to the vendor's equivalent (musa: `torch.backends.mudnn.X`)"),
     "PL109": Code("profiling", "change", "NVTX range converted",
-                  "`torch.cuda.nvtx.range(...)` to the device-generic `torch.profiler.record_function(...)`"),
+                  "`torch.cuda.nvtx.range(...)` to the device-generic `torch.profiler.record_function(...)`; "
+                  "`range_push`/`range_pop`/`range_start`/`range_end`/`mark` to `portlayer.nvtx`'s (neutral)"),
     "PL110": Code("imports", "change", "import added",
                   "`import portlayer`, `import torch` or the vendor plugin (`import torch_npu`), once; reported at "
                   "the first conversion that needed it"),

@@ -60,6 +60,11 @@ SEEDING_WITHOUT_ACCELERATOR = {"manual_seed": "None", "manual_seed_all": "None",
 # Device-generic classes in torch itself.
 TORCH_GENERIC = {"OutOfMemoryError": "OutOfMemoryError", "nvtx.range": "profiler.record_function"}
 
+# torch.cuda.nvtx's markers, which only portlayer has everywhere (`portlayer.nvtx`: NVTX on cuda, torch profiler
+# ranges elsewhere; a CPU build of torch, the vendors', has no NVTX and raises). Upstream torch and the vendors have no
+# push/pop: reported on those targets.
+NVTX = frozenset({"nvtx.range_push", "nvtx.range_pop", "nvtx.range_start", "nvtx.range_end", "nvtx.mark"})
+
 GRAPHS = frozenset({"graph", "graphs", "CUDAGraph", "make_graphed_callables", "graph_pool_handle",
                     "is_current_stream_capturing"})
 

@@ -41,6 +41,8 @@ class Target:
     mirrored: str
     device_module: str
     amp: str = "portlayer.{name}"
+    # Where torch.cuda.nvtx's markers live ("{name}": range_push, mark, ...); None: the target has none (reported).
+    nvtx: str | None = None
     # For vendor targets: the device type ("npu"), collective ("hccl") and its name for env vars.
     vendor: str | None = None
     vendor_dist_backend: str | None = None
@@ -80,6 +82,8 @@ class Target:
         """The expression template for `torch.cuda.<name>` on this target, or None when it has none."""
         if name in cuda_api.TORCH_GENERIC:
             return "{torch}." + cuda_api.TORCH_GENERIC[name]
+        if name in cuda_api.NVTX:
+            return None if self.nvtx is None else self.nvtx.format(name=name[len("nvtx."):])
         if name in cuda_api.AMP_NAMES:
             # torch: the Amp rule rewrites calls (the device type becomes an argument); nothing else.
             return None if self.name == "torch" else self.amp.replace("{name}", name[len("amp."):])
@@ -137,6 +141,7 @@ _TABLE = {
         dist_backend="portlayer.dist_backend()",
         mirrored="portlayer.{name}",
         device_module="portlayer.device_module()",
+        nvtx="portlayer.nvtx.{name}",
         question="portlayer.is_accelerator({value})",
         question_in="portlayer.is_accelerator({value})",
         question_tensor="portlayer.is_accelerator({value})",

@@ -12,8 +12,11 @@ is selected (`PORTLAYER_BACKEND`, else the first backend in the probe order that
 from portlayer.api import BOUND as _BOUND
 from portlayer.errors import PortlayerError
 
+# Submodules that mirror one of torch.cuda's (`torch.cuda.nvtx` -> `portlayer.nvtx`), imported on first use.
+_SUBMODULES = ("nvtx",)
+
 __version__ = "0.1.0"
-__all__ = ["PortlayerError", "activate", "patch", "unpatch", "patched", *_BOUND]
+__all__ = ["PortlayerError", "activate", "patch", "unpatch", "patched", *_BOUND, *_SUBMODULES]
 
 
 def activate(name=None):
@@ -56,8 +59,12 @@ def __getattr__(name):
     if name in _BOUND:
         activate()
         return globals()[name]
+    if name in _SUBMODULES:
+        import importlib
+
+        return importlib.import_module(f"portlayer.{name}")
     raise AttributeError(f"module 'portlayer' has no attribute {name!r}")
 
 
 def __dir__():
-    return sorted(set(globals()) | set(_BOUND))
+    return sorted(set(globals()) | set(_BOUND) | set(_SUBMODULES))

@@ -7,6 +7,7 @@ from typing import Any
 
 import torch
 
+from portlayer import nvtx as nvtx  # torch.cuda.nvtx's ranges and marks on every backend
 from portlayer.backends import Backend
 from portlayer.errors import PortlayerError as PortlayerError
 

@@ -13,6 +13,7 @@ from types import ModuleType
 
 import torch
 
+from portlayer import nvtx
 from portlayer.api import AMP, MIRRORED
 from portlayer.dropin.retarget import Retarget, leading_device
 
@@ -67,6 +68,7 @@ def build(api: dict, device_module: ModuleType, retarget: Retarget) -> ModuleTyp
     for name in DEVICE_FIRST:
         setattr(cuda, name, leading_device(api[name], retarget))
     cuda.amp = _cuda_amp(api, device_type)
+    cuda.nvtx = nvtx  # a CPU build of torch (the vendors') has no NVTX: its torch.cuda.nvtx raises
     device = getattr(device_module, "device", None)
     if not isinstance(device, type):
         device = functools.partial(

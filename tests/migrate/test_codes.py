@@ -41,7 +41,7 @@ FIRES = {
     "PL301": ("npu", "import torch\ntorch.backends.cudnn.deterministic = True\n", 2, 1),
     "PL302": ("neutral", "import torch\nx = 1; torch.backends.cudnn.benchmark = True\n", 2, 8),
     "PL303": ("torch", "import torch\ntorch.backends.cuda.matmul.allow_tf32 = True\n", 2, 1),
-    "PL401": ("neutral", "import torch\nif ok:\n    torch.cuda.nvtx.range_push('fwd')\n", 3, 5),
+    "PL401": ("neutral", "import torch\nif ok:\n    pool = torch.cuda.MemPool()\n", 3, 12),
     "PL402": ("musa", "import torch\ng = torch.cuda.CUDAGraph()\n", 2, 5),
     "PL403": ("neutral", "from torch.utils.cpp_extension import CUDAExtension\next = CUDAExtension('k', ['k.cu'])\n", 2, 7),
     "PL404": ("neutral", "import torch.utils.cpp_extension as ce\nm = ce.load_inline('k', '', cuda_sources=s)\n", 2, 5),
