@@ -13,7 +13,6 @@ port at the first one. Outside a profiler a range costs next to nothing.
 from __future__ import annotations
 
 import contextlib
-import functools
 import itertools
 import threading
 from types import ModuleType
@@ -21,9 +20,9 @@ from types import ModuleType
 import torch
 
 
-@functools.cache
 def _native() -> ModuleType | None:
-    """torch.cuda.nvtx where the active backend is cuda, else None (the profiler's ranges instead)."""
+    """torch.cuda.nvtx where the active backend is cuda, else None (the profiler's ranges instead). Asked at each
+    call, as `portlayer.activate` may switch backends: one attribute read of the bound record."""
     import portlayer
 
     return torch.cuda.nvtx if portlayer.backend().name == "cuda" else None

@@ -1,8 +1,8 @@
 """`portlayer.nvtx`: torch.cuda.nvtx's ranges and marks, on a backend without NVTX as torch profiler ranges.
 
-This torch is a CPU build, as the vendors' plugins run on: its own torch.cuda.nvtx raises at the first marker.
-A program's markers (migrated to portlayer.nvtx, or reached through the drop-in's torch.cuda.nvtx) run, nest as
-NVTX's do, and show in torch's profiler.
+The vendors' plugins run on a CPU build of torch, as this machine's, whose own torch.cuda.nvtx raises at the first
+marker. On the cpu backend (on any build) a program's markers (migrated to portlayer.nvtx, or reached through the
+drop-in's torch.cuda.nvtx) run, nest as NVTX's do, and show in torch's profiler.
 """
 
 import threading
@@ -27,7 +27,8 @@ def profiled(work) -> list[str]:
     return [event.name for event in events]
 
 
-def test_this_torch_has_no_nvtx_of_its_own():
+@pytest.mark.skipif(torch.version.cuda is not None, reason="a CUDA build of torch has NVTX, GPU or not")
+def test_a_cpu_build_of_torch_has_no_nvtx_of_its_own():
     with pytest.raises(RuntimeError, match="NVTX functions not installed"):
         torch.cuda.nvtx.range_push("work")
 
@@ -86,14 +87,12 @@ def dropin_cuda():
         yield importlib.import_module("portlayer.torch").cuda
 
 
-def test_a_migrated_programs_markers_run_where_the_original_stops():
+def test_a_migrated_programs_markers_run_on_the_active_backend():
     original = "import torch\ntorch.cuda.nvtx.range_push('work fwd')\ny = torch.ones(2) * 2\ntorch.cuda.nvtx.range_pop()\n"
     migrated = migrate_source(original, "neutral")
     assert "portlayer.nvtx.range_push('work fwd')" in migrated.code
     assert [change.code for change in migrated.changes] == ["PL109", "PL110", "PL109"]
     assert migrated.diagnostics == ()
-    with pytest.raises(RuntimeError, match="NVTX"):
-        exec(original, {})
     namespace = {}
     assert profiled(lambda: exec(migrated.code, namespace)) == ["work fwd"]
     assert namespace["y"].tolist() == [2.0, 2.0]
