@@ -154,14 +154,14 @@ def root_cause(errors: list[str]) -> str | None:
 
 def check_layout(trainer: dict, nproc: int, nnodes: str | None) -> None:
     """The tensor-parallel layout (the trainer's parsed options), before any rank starts: the world size and the
-    model's heads divide by --tp and the strategy composes with it, or one line and exit 2."""
+    model's heads divide by --tp and the strategy and --compile compose with it, or one line and exit 2."""
     layout = Layout(trainer["tensor_parallel"])
     if layout.tensor == 1:
         return
     try:
         if nnodes is None or nnodes.isdigit():  # an elastic MIN:MAX world is known only at the rendezvous
             layout.data_parallel(nproc * int(nnodes or 1))
-        layout.check_strategy(trainer["strategy"])
+        layout.check_training(trainer["strategy"], trainer["compile"])
         overrides = read_override_file(trainer["override_config"]) if trainer["override_config"] else None
         config, _ = build_config(
             get_preset(trainer["preset"]),

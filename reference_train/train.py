@@ -355,7 +355,7 @@ def train(options: Options) -> dict | None:
     world = World.from_env()
     layout = Layout(options.tensor_parallel)  # checked before anything starts: a one-line refusal
     layout.data_parallel(world.size)
-    layout.check_strategy(options.strategy)
+    layout.check_training(options.strategy, options.compile)
     world.tensor = options.tensor_parallel
     if options.parity:
         # Before the first kernel and before the collective starts: some switches are read at start-up.

@@ -37,12 +37,17 @@ class Layout:
         assert all(len(group) == data for group in data_groups)
         return tensor_groups, data_groups
 
-    def check_strategy(self, name: str) -> None:
-        """Refuse a data-parallel strategy that does not compose with tensor parallel (yet): only ddp does."""
+    def check_training(self, strategy: str, compile: bool = False) -> None:
+        """Refuse what does not compose with tensor parallel (yet): a data-parallel strategy other than ddp, and
+        torch.compile (inductor fails in the split model's backward: BackendCompilerFailed, torch 2.13)."""
         from portlayer.strategies import get_strategy
 
-        if self.tensor > 1 and get_strategy(name).engine != "ddp":
-            raise PortlayerError(f"--tp composes with --strategy ddp, not yet with {name}")
+        if self.tensor == 1:
+            return
+        if get_strategy(strategy).engine != "ddp":
+            raise PortlayerError(f"--tp composes with --strategy ddp, not yet with {strategy}")
+        if compile:
+            raise PortlayerError("--tp trains eager: inductor fails in the split model's backward (drop --compile)")
 
     def check_model(self, config) -> None:
         """Refuse a model whose attention heads (a transformers config's) do not split whole over the ranks."""

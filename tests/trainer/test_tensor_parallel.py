@@ -113,6 +113,7 @@ def test_consecutive_ranks_split_a_copy_and_the_copies_train_on_different_data()
             "the model's 2 key-value heads do not split",
         ),
         (("--preset", "gpt2-tiny", "--nproc", 2, "--tp", 2, "--strategy", "zero2"), "--tp composes with --strategy ddp"),
+        (("--preset", "gpt2-tiny", "--nproc", 2, "--tp", 2, "--compile"), "--tp trains eager"),
     ],
 )
 def test_a_layout_that_does_not_divide_is_one_line_and_exit_2_before_any_rank_starts(options, error, tmp_path):
