@@ -582,8 +582,6 @@ def _run_record(
     engine: str,
 ) -> dict:
     """The run file's content (runfile.py); `identity` holds the experiment's hash and checksums."""
-    timed = records[1:] or records  # the first step pays for warm-up (allocations, kernel selection)
-    peaks = [r["peak_memory_bytes"] for r in records if r["peak_memory_bytes"] is not None]
     return {
         "schema": runfile.SCHEMA,
         "preset": options.preset.name,
@@ -621,16 +619,21 @@ def _run_record(
             "data": str(options.data) if options.data else None,
         },
         "steps": [{k: v for k, v in r.items() if k != "seconds"} for r in records],
-        "summary": {
-            "tokens_per_s": sum(r["tokens_per_s"] * r["seconds"] for r in timed)
-            / sum(r["seconds"] for r in timed),
-            # None on the cpu, which has no device allocator; host_peak_rss_bytes stands in there.
-            "peak_memory_bytes": max(peaks) if peaks else None,
-            "eval_loss": eval_loss,
-            "perplexity": math.exp(eval_loss) if eval_loss < 700 else math.inf,
-            # The most resident memory of any rank's process.
-            "host_peak_rss_bytes": int(host_peak),
-        },
+        "summary": _summary(records, eval_loss, host_peak),
+    }
+
+
+def _summary(records: list[dict], eval_loss: float, host_peak: float) -> dict:
+    timed = records[1:] or records  # the first step pays for warm-up (allocations, kernel selection)
+    peaks = [r["peak_memory_bytes"] for r in records if r["peak_memory_bytes"] is not None]
+    return {
+        "tokens_per_s": sum(r["tokens_per_s"] * r["seconds"] for r in timed) / sum(r["seconds"] for r in timed),
+        # None on the cpu, which has no device allocator; host_peak_rss_bytes stands in there.
+        "peak_memory_bytes": max(peaks) if peaks else None,
+        "eval_loss": eval_loss,
+        "perplexity": math.exp(eval_loss) if eval_loss < 700 else math.inf,
+        # The most resident memory of any rank's process.
+        "host_peak_rss_bytes": int(host_peak),
     }
 
 
