@@ -67,7 +67,8 @@ def range_pop() -> int:
 
 
 def range_start(msg: str) -> int:
-    """Start a range that need not nest (it may end on another thread); its id, for `range_end`."""
+    """Start a range that need not nest (it may end on another thread; torch 2.6's profiler then drops it); its
+    id, for `range_end`."""
     if (native := _native()) is not None:
         return native.range_start(msg)
     range_id = next(_ids)

@@ -113,7 +113,10 @@ class TensorParallel(GatheredState, Parallel):
         tensor = dist.get_world_size(setup.tensor_group)
         plan = tensor_plan(core, tensor)
         mesh = DeviceMesh.from_group(setup.tensor_group, setup.device.type)
-        parallelize_module(core, mesh, {name: _STYLES[style]() for name, style in plan.items()})
+        for name, style in plan.items():
+            # Each layer by itself, not a plan of names: torch 2.6 matched `layer.0.output.dense` again for
+            # `layer.0.attention.output.dense` (BERT), splitting it twice.
+            parallelize_module(core.get_submodule(name), mesh, _STYLES[style]())
         optimizer = setup.make_optimizer(_split_apart(core))
         return cls(core, core, optimizer, setup.make_scheduler(optimizer), setup)
 

@@ -59,7 +59,10 @@ def test_a_started_range_may_end_on_another_thread():
         ending.start()
         ending.join()
 
-    assert profiled(work) == ["work across threads"]
+    # torch 2.6's profiler drops a range its thread did not end (measured; 2.13 keeps it): ending one there is
+    # still no error, as NVTX's is none.
+    expected = [] if torch.__version__.startswith("2.6.") else ["work across threads"]
+    assert profiled(work) == expected
 
 
 def test_each_thread_pops_its_own_pushes():
