@@ -93,6 +93,8 @@ def test_modules_code_and_the_ends_of_a_program_are_an_interpreters(folder, tmp_
         "exit message": (["-c", "import sys; sys.exit('a message')"], 1, ""),
         "ctrl-c": (["-c", "raise KeyboardInterrupt"], -signal.SIGINT, ""),
         "killed": (["-c", "import os, signal; os.kill(os.getpid(), signal.SIGTERM)"], -signal.SIGTERM, ""),
+        # SIGKILL's handler cannot be set: the client dies by it all the same (the OOM killer's, a hung rank's).
+        "killed outright": (["-c", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"], -signal.SIGKILL, ""),
     }
     for name, (args, status, output) in cases.items():
         for python in (warm.REAL, folder / "python"):

@@ -174,7 +174,8 @@ def main() -> None:
         os.execv(sys.executable, [sys.executable, *argv])
     if os.WIFSIGNALED(status):
         number = os.WTERMSIG(status)
-        signal.signal(number, signal.SIG_DFL)
+        if number != signal.SIGKILL:  # whose handler cannot be set (OSError): it is always the default
+            signal.signal(number, signal.SIG_DFL)
         os.kill(os.getpid(), number)
     sys.exit(os.waitstatus_to_exitcode(status))
 
