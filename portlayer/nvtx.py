@@ -19,12 +19,12 @@ from types import ModuleType
 
 import torch
 
+import portlayer
+
 
 def _native() -> ModuleType | None:
     """torch.cuda.nvtx where the active backend is cuda, else None (the profiler's ranges instead). Asked at each
     call, as `portlayer.activate` may switch backends: one attribute read of the bound record."""
-    import portlayer
-
     return torch.cuda.nvtx if portlayer.backend().name == "cuda" else None
 
 

@@ -87,9 +87,9 @@ class Fsdp2Parallel(GatheredState, Parallel):
     def accumulating(self, last: bool):
         return contextlib.nullcontext() if last else _no_gradient_sync(self.core)
 
-    def whole_norm(self, norm) -> torch.Tensor:
+    def clip_gradients(self) -> torch.Tensor:
         # clip_grad_norm_ over sharded parameters returns a DTensor of the ranks' partial norms: reduce it.
-        return norm.full_tensor()
+        return super().clip_gradients().full_tensor()
 
 
 @contextlib.contextmanager

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from portlayer.errors import PortlayerError
+from portlayer.strategies import get_strategy
 
 
 @dataclass(frozen=True)
@@ -31,17 +32,14 @@ class Layout:
     def groups(self, world_size: int) -> tuple[list[list[int]], list[list[int]]]:
         """(the tensor-parallel groups, the data-parallel groups) of ranks: consecutive ranks split a model, as
         Megatron places them (they share a node, where the splitting's collectives are fastest)."""
-        data = self.data_parallel(world_size)
+        self.data_parallel(world_size)  # refuses a world the groups do not fill
         tensor_groups = [list(range(first, first + self.tensor)) for first in range(0, world_size, self.tensor)]
         data_groups = [list(range(offset, world_size, self.tensor)) for offset in range(self.tensor)]
-        assert all(len(group) == data for group in data_groups)
         return tensor_groups, data_groups
 
     def check_training(self, strategy: str, compile: bool = False) -> None:
         """Refuse what does not compose with tensor parallel (yet): a data-parallel strategy other than ddp, and
         torch.compile (inductor fails in the split model's backward: BackendCompilerFailed, torch 2.13)."""
-        from portlayer.strategies import get_strategy
-
         if self.tensor == 1:
             return
         if get_strategy(strategy).engine != "ddp":

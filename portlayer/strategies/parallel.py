@@ -90,12 +90,7 @@ class Parallel:
     def clip_gradients(self) -> torch.Tensor:
         """Clip the gradients to `max_grad_norm`; their total norm before clipping."""
         self.scaler.unscale_(self.optimizer)  # clip the true gradients, not the fp16-scaled ones
-        norm = torch.nn.utils.clip_grad_norm_(self.core.parameters(), self.setup.max_grad_norm)
-        return self.whole_norm(norm)
-
-    def whole_norm(self, norm: torch.Tensor) -> torch.Tensor:
-        """The norm over every rank's gradients, from what clipping returned (here: already the whole)."""
-        return norm
+        return torch.nn.utils.clip_grad_norm_(self.core.parameters(), self.setup.max_grad_norm)
 
     def full_state(self) -> dict:
         """The whole model and optimizer state (collective where the state is sharded: every rank calls it)."""

@@ -59,7 +59,8 @@ def tensor_plan(model: torch.nn.Module, tensor: int) -> dict[str, str]:
     if not plan:
         raise PortlayerError(_nothing_to_split(model))
     for name, style in plan.items():
-        width = model.get_submodule(name).out_features if style == COLWISE else model.get_submodule(name).in_features
+        linear = model.get_submodule(name)
+        width = linear.out_features if style == COLWISE else linear.in_features  # the side that is split
         if width % tensor:
             raise PortlayerError(f"{name} is {width} wide, which does not split over --tp {tensor}")
     return plan
@@ -96,8 +97,9 @@ def _linear_calls(model: torch.nn.Module) -> list[_Call]:
 
 
 def _nothing_to_split(model: torch.nn.Module) -> str:
-    kinds = sorted({type(module).__name__ for block in blocks(model)[:1] for module in block.children()})
-    block = type(blocks(model)[0]).__name__ if blocks(model) else type(model).__name__
+    first = next(iter(blocks(model)), None)
+    kinds = sorted({type(module).__name__ for module in first.children()}) if first is not None else []
+    block = type(model if first is None else first).__name__
     return (
         f"tensor parallel splits pairs of nn.Linear layers, and {block} runs none ({', '.join(kinds) or 'no layers'};"
         f" q, k and v fused in one layer cannot split by heads)"
