@@ -14,6 +14,7 @@ from portlayer.errors import PortlayerError, first_line, print_error
 from portlayer.precision import FP32, PRECISIONS
 from portlayer.strategies import DEFAULT as DEFAULT_STRATEGY
 from portlayer.strategies import STRATEGIES
+from portlayer.strategies.layout import PIPELINE_SCHEDULES
 from portlayer.train.presets import PRESETS, get_preset
 
 FAULT_KINDS = ("exit", "hang")
@@ -70,6 +71,30 @@ def parse_fault(ctx, param, value):
     type=click.IntRange(min=1),
     help="Tensor parallel: split each block's matmuls over this many consecutive ranks (Megatron's); --strategy "
     "is data parallel over the copies.",
+)
+@click.option(
+    "--sp",
+    "--sequence-parallel",
+    "sequence_parallel",
+    is_flag=True,
+    help="Sequence parallel (with --tp): outside the split matmuls, each --tp rank keeps 1/tp of the sequence.",
+)
+@click.option(
+    "--pp",
+    "--pipeline-model-parallel-size",
+    "pipeline_parallel",
+    default=1,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Pipeline parallel: split the blocks into this many stages; --grad-accum micro-batches flow through them.",
+)
+@click.option(
+    "--pp-schedule",
+    "pipeline_schedule",
+    type=click.Choice(PIPELINE_SCHEDULES),
+    default=PIPELINE_SCHEDULES[0],
+    show_default=True,
+    help="The pipeline's schedule (torch.distributed.pipelining): 1F1B, or GPipe (all forwards, then backwards).",
 )
 @click.option(
     "--tf32/--no-tf32", default=False, show_default=True, help="Allow TF32 matmuls (never in parity mode)."

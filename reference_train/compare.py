@@ -48,6 +48,9 @@ SETTING_FIELDS = (
     "dropout_fields_zeroed",
     "strategy",
     "tensor_parallel",
+    "sequence_parallel",
+    "pipeline_parallel",
+    "pipeline_schedule",
     "perturb_init",
 )
 # The settings that act through the learning rate: their effect starts where the recorded rates part.
@@ -70,7 +73,7 @@ TF32_LIMIT = 1e-3
 BF16_LIMIT = 1.2e-3
 
 # How the ranks split the training: what state they shard, which matmuls they split.
-LAYOUT_FIELDS = ("strategy", "tensor_parallel")
+LAYOUT_FIELDS = ("strategy", "tensor_parallel", "sequence_parallel", "pipeline_parallel", "pipeline_schedule")
 # The relative loss error between two strategies on one device (ddp against fsdp2, zero1/2/3, tiny presets,
 # 30 steps; docs/parity.md, "Across strategies") measured up to 7.3e-8, one float32 ulp of the loss: a sharded
 # reduction sums the gradients in another order. Tensor parallel against ddp (--tp 2, bert and mixtral tiny, 2 and 4

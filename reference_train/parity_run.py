@@ -153,18 +153,22 @@ def root_cause(errors: list[str]) -> str | None:
 
 
 def check_layout(trainer: dict, nproc: int, nnodes: str | None) -> None:
-    """The tensor-parallel layout (the trainer's parsed options), before any rank starts: the world size and the
-    model's heads divide by --tp and the strategy and --compile compose with it, or one line and exit 2."""
-    layout = Layout(trainer["tensor_parallel"])
-    if layout.tensor == 1:
-        return
+    """The model-parallel layout (the trainer's parsed options), before any rank starts: the world size divides by
+    --tp x --pp, the model's heads by --tp and its layers by --pp, the sequence by --tp under --sp, and the strategy,
+    --compile and --grad-accum compose with it; or one line and exit 2."""
+    layout = Layout(trainer["tensor_parallel"], trainer["pipeline_parallel"], trainer["sequence_parallel"],
+                    trainer["pipeline_schedule"])  # fmt: skip
     try:
+        layout.check_training(trainer["strategy"], trainer["compile"], trainer["grad_accum"])
+        if not layout.splits:
+            return
         if nnodes is None or nnodes.isdigit():  # an elastic MIN:MAX world is known only at the rendezvous
             layout.data_parallel(nproc * int(nnodes or 1))
-        layout.check_training(trainer["strategy"], trainer["compile"])
+        preset = get_preset(trainer["preset"])
+        layout.check_sequence(trainer["seq_len"] or preset.seq_len)
         overrides = read_override_file(trainer["override_config"]) if trainer["override_config"] else None
         config, _ = build_config(
-            get_preset(trainer["preset"]),
+            preset,
             config_overrides=overrides,
             model_name_or_path=trainer["model_name_or_path"],
             trust_remote_code=trainer["trust_remote_code"],

@@ -58,11 +58,15 @@ METADATA = (
     Field("transformers", TEXT),
     Field("vendor", OBJECT),  # {"module": the vendor's plugin or null, "version": its version or null}
     Field("world_size", WHOLE),
-    # Ranks that split each layer (`--tp`); the world size over it trains on different data.
+    # Ranks that split each layer (`--tp`) and pipeline stages (`--pp`); the world size over their product trains
+    # on different data. `--sp` keeps part of the sequence on each --tp rank; the pipeline's schedule is named.
     Field("tensor_parallel", WHOLE, older=_absent(1)),
+    Field("sequence_parallel", FLAG, older=_absent(False)),
+    Field("pipeline_parallel", WHOLE, older=_absent(1)),
+    Field("pipeline_schedule", TEXT, nullable=True, older=_absent(None)),  # null without --pp
     Field("per_device_batch", WHOLE),
     Field("grad_accum", WHOLE),
-    Field("global_batch", WHOLE),  # world_size / tensor_parallel x per_device_batch x grad_accum
+    Field("global_batch", WHOLE),  # world_size / (tensor_parallel x pipeline_parallel) x per_device_batch x grad_accum
     Field("seq_len", WHOLE),
     Field("steps", WHOLE),
     # The steps the learning-rate schedule spans, part of the experiment since `--schedule-steps`.
@@ -163,15 +167,17 @@ def _check_metadata(metadata: dict, steps: int) -> None:
         raise RunFileError(f"metadata.steps is {metadata['steps']} but the file holds {steps} steps")
     if metadata["schedule_steps"] < steps:
         raise RunFileError(f"metadata.schedule_steps is {metadata['schedule_steps']}: fewer than metadata.steps")
-    copies, split = divmod(metadata["world_size"], max(metadata["tensor_parallel"], 1))
-    if split or metadata["tensor_parallel"] < 1:
-        raise RunFileError(
-            f"metadata.world_size {metadata['world_size']} is no multiple of metadata.tensor_parallel"
-            f" {metadata['tensor_parallel']}"
-        )
+    tensor, pipeline = metadata["tensor_parallel"], metadata["pipeline_parallel"]
+    model_parallel = tensor * pipeline
+    named = " x ".join(name for name, size in (("tensor_parallel", tensor), ("pipeline_parallel", pipeline))
+                       if size != 1) or "tensor_parallel"  # fmt: skip
+    copies, split = divmod(metadata["world_size"], max(model_parallel, 1))
+    if split or tensor < 1 or pipeline < 1:
+        raise RunFileError(f"metadata.world_size {metadata['world_size']} is no multiple of metadata.{named}"
+                           f" {model_parallel}")  # fmt: skip
     made = copies * metadata["per_device_batch"] * metadata["grad_accum"]
     if metadata["global_batch"] != made:
-        over = "" if metadata["tensor_parallel"] == 1 else " / tensor_parallel"
+        over = "" if model_parallel == 1 else f" / {named.replace(' x ', ' / ')}"
         raise RunFileError(
             f"metadata.global_batch is {metadata['global_batch']}, not world_size{over} x per_device_batch x"
             f" grad_accum = {made}"

@@ -64,8 +64,9 @@ class StepWindow:
             norm = float(p.grad_norm)
             records.append({
                 "step": p.step,
-                "loss": loss / self.grad_accum / self.world.size,
-                "tokens_per_s": tokens / self.world.tensor / seconds,  # each copy's tokens once, not per split
+                # Only a pipeline's last stage computes the loss (the others record zeros).
+                "loss": loss / self.grad_accum / (self.world.size // self.world.layout.pipeline),
+                "tokens_per_s": tokens / self.world.layout.model_parallel / seconds,  # each copy's once, not per split
                 "peak_memory_bytes": peak,
                 "lr": p.lr,
                 "grad_norm": norm if math.isfinite(norm) else None,  # an fp16 overflow the scaler skipped

@@ -14,7 +14,7 @@ import os
 import resource
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -27,7 +27,7 @@ from portlayer import strategies
 from portlayer.errors import PortlayerError, print_error
 from portlayer.precision import PRECISIONS
 from portlayer.progress import terminal_bar
-from portlayer.strategies.layout import Layout
+from portlayer.strategies.layout import ONE_F_ONE_B, Layout
 from portlayer.strategies.parallel import Parallel, Setup
 from portlayer.train import checkpoint, data, runfile
 from portlayer.train.batches import MicroBatches
@@ -64,6 +64,9 @@ class Options:
     precision: str = "fp32"
     strategy: str = strategies.DEFAULT
     tensor_parallel: int = 1  # --tp: ranks that split each layer (Megatron's --tensor-model-parallel-size)
+    sequence_parallel: bool = False  # --sp: the sequence split over the --tp ranks outside the split matmuls
+    pipeline_parallel: int = 1  # --pp: stages of consecutive blocks (Megatron's --pipeline-model-parallel-size)
+    pipeline_schedule: str = ONE_F_ONE_B
     tf32: bool = False
     compile: bool = False  # torch.compile the model (parity runs stay eager unless asked)
     parity: bool = False
@@ -87,6 +90,10 @@ class Options:
     def schedule(self) -> int:
         return self.schedule_steps or max(self.preset.default_steps, self.steps)
 
+    @property
+    def layout(self) -> Layout:
+        return Layout(self.tensor_parallel, self.pipeline_parallel, self.sequence_parallel, self.pipeline_schedule)
+
 
 @dataclass
 class World:
@@ -94,12 +101,13 @@ class World:
     local_rank: int
     size: int
     distributed: bool
-    tensor: int = 1  # ranks per tensor-parallel group (`--tp`): consecutive ranks split one copy of the model
+    layout: Layout = Layout()  # how the ranks split the model (--tp, --sp, --pp) and the data
     # Training collectives use these groups, whose timeout is `--timeout`; start-up and checkpoints, which
     # may wait on slow ranks legitimately, use the default group and its generous timeout.
     group: Any = None  # every rank
     data_group: Any = None  # the ranks that hold the same part of the model: gradients are averaged over them
-    tensor_group: Any = None  # the ranks that split a copy of the model between them (with --tp)
+    tensor_group: Any = None  # the ranks that split each layer of a stage between them (with --tp)
+    pipeline_group: Any = None  # the stages of one copy of the model, in order (with --pp)
 
     @classmethod
     def from_env(cls) -> World:
@@ -114,11 +122,11 @@ class World:
     @property
     def data_rank(self) -> int:
         """Which copy of the model this rank helps train: the data it reads (every rank of a copy reads the same)."""
-        return self.rank // self.tensor
+        return self.layout.coordinates(self.rank, self.size).copy
 
     @property
     def data_size(self) -> int:
-        return self.size // self.tensor
+        return self.layout.data_parallel(self.size)
 
     def all_reduce(self, values: list[float], op=None) -> list[float]:
         tensor = torch.tensor(values, dtype=torch.float64)
@@ -285,6 +293,8 @@ class TrainingStep:
         setup = Setup(
             group=world.data_group if world.distributed else None,
             tensor_group=world.tensor_group,
+            pipeline_group=world.pipeline_group,
+            layout=world.layout,
             device=device,
             make_optimizer=lambda parameters: torch.optim.AdamW(
                 parameters,
@@ -353,10 +363,11 @@ def optimizer_name(parity: bool) -> str:
 def train(options: Options) -> dict | None:
     """Run the training job of this process (one rank); returns the run record on rank 0."""
     world = World.from_env()
-    layout = Layout(options.tensor_parallel)  # checked before anything starts: a one-line refusal
+    layout = options.layout  # checked before anything starts: a one-line refusal
     layout.data_parallel(world.size)
-    layout.check_training(options.strategy, options.compile)
-    world.tensor = options.tensor_parallel
+    layout.check_training(options.strategy, options.compile, options.grad_accum)
+    layout.check_sequence(options.seq_len)
+    world.layout = layout
     if options.parity:
         # Before the first kernel and before the collective starts: some switches are read at start-up.
         portlayer.set_deterministic(True)
@@ -520,10 +531,13 @@ def _start_training_group(world: World, options: Options) -> None:
     world.barrier()  # every rank is ready: from here on a silent rank is a failure
     timeout = timedelta(seconds=options.timeout_s)
     world.group = world.data_group = dist.new_group(timeout=timeout)
-    if world.tensor > 1:
-        tensor_groups, data_groups = Layout(world.tensor).groups(world.size)
-        world.tensor_group, _ = dist.new_subgroups_by_enumeration(tensor_groups, timeout=timeout)
-        world.data_group, _ = dist.new_subgroups_by_enumeration(data_groups, timeout=timeout)
+    if world.layout.splits:
+        groups = world.layout.groups(world.size)
+        world.data_group, _ = dist.new_subgroups_by_enumeration(groups.data, timeout=timeout)
+        if world.layout.tensor > 1:
+            world.tensor_group, _ = dist.new_subgroups_by_enumeration(groups.tensor, timeout=timeout)
+        if world.layout.pipeline > 1:
+            world.pipeline_group, _ = dist.new_subgroups_by_enumeration(groups.pipeline, timeout=timeout)
 
 
 def _check_vocabulary(core, blocks: data.Blocks) -> None:
@@ -542,8 +556,9 @@ def _resume(options: Options, world: World, training: TrainingStep, experiment: 
     if resume_from is None:
         return [], 1, None
     state = checkpoint.load(resume_from, world.rank)
-    if (state["config_hash"], state["world_size"], state.get("tensor_parallel", 1)) != (experiment, world.size, world.tensor):
-        raise PortlayerError(f"{resume_from}: saved by a different experiment, world size or --tp; not resuming")
+    saved = (state["config_hash"], state["world_size"], Layout(**state.get("layout", {"tensor": state.get("tensor_parallel", 1)})))
+    if saved != (experiment, world.size, world.layout):
+        raise PortlayerError(f"{resume_from}: saved by a different experiment, world size or layout; not resuming")
     saved_strategy = state.get("strategy", strategies.DEFAULT)
     if saved_strategy != options.strategy:
         raise PortlayerError(
@@ -561,7 +576,7 @@ def _save_checkpoint(
         "step": step,
         "config_hash": experiment,
         "world_size": world.size,
-        "tensor_parallel": world.tensor,
+        "layout": asdict(world.layout),
         "strategy": options.strategy,
     }
     checkpoint.save(options.checkpoint_dir, step, world.rank, state, world.barrier, training.parallel.save)
@@ -593,7 +608,10 @@ def _run_record(
             "transformers": __import__("transformers").__version__,
             "vendor": vendor_info(),
             "world_size": world.size,
-            "tensor_parallel": world.tensor,
+            "tensor_parallel": world.layout.tensor,
+            "sequence_parallel": world.layout.sequence,
+            "pipeline_parallel": world.layout.pipeline,
+            "pipeline_schedule": world.layout.schedule if world.layout.pipeline > 1 else None,
             "per_device_batch": options.per_device_batch,
             "grad_accum": options.grad_accum,
             "global_batch": _global_batch(options, world),

@@ -24,6 +24,9 @@ SETTINGS = {
     "vendor": {"module": None, "version": None},
     "world_size": 2,
     "tensor_parallel": 1,
+    "sequence_parallel": False,
+    "pipeline_parallel": 1,
+    "pipeline_schedule": None,
     "per_device_batch": 4,
     "grad_accum": 1,
     "seq_len": 64,
@@ -59,7 +62,7 @@ def synthetic_run(losses=LOSSES, **metadata) -> dict:
     """A valid run of `losses`, one step each; keyword arguments set metadata fields. The global batch is made
     from its factors, the schedule spans the run, unless given."""
     values = {**SETTINGS, "steps": len(losses), "schedule_steps": len(losses), **metadata}
-    copies = values["world_size"] // values["tensor_parallel"]
+    copies = values["world_size"] // (values["tensor_parallel"] * values["pipeline_parallel"])
     values.setdefault("global_batch", copies * values["per_device_batch"] * values["grad_accum"])
     return {
         "schema": runfile.SCHEMA,

@@ -22,6 +22,7 @@ import torch
 import portlayer
 from portlayer.errors import PortlayerError
 from portlayer.strategies import Strategy
+from portlayer.strategies.layout import Layout
 
 # The file of a checkpoint folder that holds a strategy's model and optimizer state when rank 0 writes it whole.
 STATE_FILE = "model-optimizer.pt"
@@ -40,6 +41,8 @@ class Setup:
     max_grad_norm: float
     precision: str = "fp32"
     tensor_group: Any = None  # the ranks that split each layer (`layout.Layout`); None: no tensor parallel
+    pipeline_group: Any = None  # the stages of this rank's copy of the model, in order; None: no pipeline
+    layout: Layout = Layout()
 
 
 class Parallel:

@@ -68,6 +68,11 @@ def test_a_nan_loss_is_written_as_valid_json_and_read_back_as_nan(tmp_path):
         (lambda r: r["metadata"].update(tensor_parallel=2), "metadata.global_batch is 8, not world_size / tensor_parallel x per_device_batch x grad_accum = 4"),
         (lambda r: r["metadata"].update(tensor_parallel=3), "metadata.world_size 2 is no multiple of metadata.tensor_parallel 3"),
         (lambda r: r["metadata"].update(tensor_parallel=0), "metadata.world_size 2 is no multiple of metadata.tensor_parallel 0"),
+        # So do the stages of one copy (--pp).
+        (lambda r: r["metadata"].update(pipeline_parallel=2), "metadata.global_batch is 8, not world_size / pipeline_parallel x per_device_batch x grad_accum = 4"),
+        (lambda r: r["metadata"].update(world_size=4, tensor_parallel=2, pipeline_parallel=2), "metadata.global_batch is 8, not world_size / tensor_parallel / pipeline_parallel x per_device_batch x grad_accum = 4"),
+        (lambda r: r["metadata"].update(world_size=6, tensor_parallel=2, pipeline_parallel=2), "metadata.world_size 6 is no multiple of metadata.tensor_parallel x pipeline_parallel 4"),
+        (lambda r: r["metadata"].update(pipeline_parallel=0), "metadata.world_size 2 is no multiple of metadata.pipeline_parallel 0"),
         (lambda r: r["metadata"].update(strategy=None), r"metadata.strategy has the wrong type \(None\)"),
         (lambda r: r["metadata"].update(comment="mine"), "metadata has comment, which the schema lacks"),
         (lambda r: r["steps"][0].pop("loss"), "step 1 lacks loss"),
@@ -106,6 +111,9 @@ def test_unreadable_files_name_the_file_and_the_reason(tmp_path, content, reason
         ("schedule_steps", 2),  # the schedule spanned the run
         ("strategy", "ddp"),  # every run trained with DDP before --strategy
         ("tensor_parallel", 1),  # no run split the model before --tp
+        ("sequence_parallel", False),
+        ("pipeline_parallel", 1),  # nor into stages before --pp
+        ("pipeline_schedule", None),
         ("strategy_engine", None),
         ("model_name_or_path", None),
         ("data", None),
@@ -121,7 +129,8 @@ def test_every_field_a_file_may_lack_says_what_its_absence_meant():
     may_lack = {field.name for section in (runfile.METADATA, runfile.STEP, runfile.SUMMARY) for field in section
                 if field.older is not None}
     assert may_lack == {"schedule_steps", "strategy", "strategy_engine", "model_name_or_path", "data",
-                        "host_peak_rss_bytes", "grad_norm", "perturb_init", "compile", "optimizer", "tensor_parallel"}
+                        "host_peak_rss_bytes", "grad_norm", "perturb_init", "compile", "optimizer", "tensor_parallel",
+                        "sequence_parallel", "pipeline_parallel", "pipeline_schedule"}
 
 
 def test_a_field_every_file_has_is_still_required_when_reading(tmp_path):
