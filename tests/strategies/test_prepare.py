@@ -187,7 +187,7 @@ def test_a_ddp_checkpoint_is_written_by_rank_0_only_and_restores_model_optimizer
 
 
 def test_loading_a_ddp_checkpoint_from_a_folder_without_one_names_the_folder(tmp_path):
-    with pytest.raises(PortlayerError, match=r"^.*: no model-optimizer.pt; was it saved under another strategy\?$"):
+    with pytest.raises(PortlayerError, match=r"^.*: no model-optimizer.pt; was it saved under another strategy or layout\?$"):
         ddp_in_one_process(0).load(tmp_path)
 
 
