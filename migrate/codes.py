@@ -163,7 +163,9 @@ CODES: dict[str, Code] = {
                   "for TF32 use `torch.set_float32_matmul_precision(...)`; SDPA picks kernels per backend"),
     # PL4xx: torch.cuda names or CUDA features the target lacks.
     "PL401": Code("api", "warning", "torch.cuda name has no equivalent on the target",
-                  "find the vendor's equivalent, or guard the call with `portlayer.device_type() == \"cuda\"`"),
+                  "find the vendor's equivalent, or guard the call with `portlayer.device_type() == \"cuda\"`; "
+                  "for the names training code reaches most (allocator pools, raw streams, NVML telemetry, the "
+                  "generator plumbing on targets other than neutral) the printed hint names the way"),
     "PL402": Code("api", "warning", "CUDA graphs are CUDA-only",
                   "guard with a backend check; the vendor may offer its own graph capture (torch.npu.graph)"),
     "PL403": Code("extension", "error", "custom CUDA extension",
