@@ -8,7 +8,8 @@ import whose every use they converted; Attention also before BackendFlags, which
 calls whose arguments change) and LegacyTensorTypes before both (the API rule leaves tensor types to it);
 TensorTypeChecks before LegacyTensorTypes (which reports the type strings it leaves).
 DeepSpeedCalls runs before CollectiveBackend (it drops DeepSpeed's "nccl" rather than renaming it) and
-FsdpDeviceId before TorchCudaApi (it replaces `torch.cuda.current_device()` given as FSDP's device whole).
+FsdpDeviceId and CurrentDeviceGiven before TorchCudaApi (they replace `torch.cuda.current_device()` given as
+FSDP's or any device whole).
 """
 
 from portlayer.migrate.rules.amp import Amp
@@ -17,6 +18,7 @@ from portlayer.migrate.rules.api import TorchCudaApi
 from portlayer.migrate.rules.attention import Attention
 from portlayer.migrate.rules.bitsandbytes import BitsAndBytes
 from portlayer.migrate.rules.cuda_only import CudaOnlyNames
+from portlayer.migrate.rules.current_device import CurrentDeviceGiven
 from portlayer.migrate.rules.devices import Devices
 from portlayer.migrate.rules.dispatching import AlreadyDispatching
 from portlayer.migrate.rules.distributed import CollectiveBackend, DistributedDataParallelDevices
@@ -50,6 +52,7 @@ RULES = (
     LegacyTensorTypes,
     DeepSpeedCalls,
     FsdpDeviceId,
+    CurrentDeviceGiven,
     Amp,
     TorchCudaApi,
     Devices,

@@ -12,6 +12,8 @@ not shown.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import libcst as cst
 
 from portlayer.migrate.engine.dataflow import INT_DEVICE_ASSIGNMENTS, INT_NAMES
@@ -25,6 +27,20 @@ INDEX_NAMES = ("gpu", "gpu_id", "gpu_idx", "gpu_index", "local_gpu", "local_rank
                "device_index", "rank")
 # Names that hold GPU indices, given as a device one item at a time (`.to(device_ids[0])`).
 INDEX_LIST_NAMES = ("device_ids", "gpu_ids", "gpus")
+
+
+def device_arguments(node: cst.Call, qualified: Callable[[cst.CSTNode], str | None]) -> list[cst.BaseExpression]:
+    """The values `node` takes as a device: `.to(x)`'s first argument, and a torch function's or any method's
+    `device=` (`qualified` names what the call's function is; a user function's `device=` may be anything)."""
+    found = []
+    if is_method(node.func, "to"):
+        positional = [arg for arg in node.args if arg.keyword is None and not arg.star]
+        if positional:
+            found.append(positional[0].value)
+    name = qualified(node.func)
+    if isinstance(node.func, cst.Attribute) and (name is None or name.startswith("torch.")):
+        found += [arg.value for arg in node.args if arg.keyword is not None and arg.keyword.value == "device"]
+    return found
 
 
 class IntDeviceIndices(Rule):
@@ -41,7 +57,7 @@ class IntDeviceIndices(Rule):
         return Words()
 
     def visit_Call(self, node: cst.Call) -> None:
-        for value in self._device_arguments(node):
+        for value in device_arguments(node, self.qualified):
             if isinstance(value, cst.Subscript):
                 self._item(value)
                 continue
@@ -69,17 +85,6 @@ class IntDeviceIndices(Rule):
             self.changed("PL101", value, f"{code_of(value)} (an int: a CUDA index) -> {code_of(device)}")
         else:
             self.report("PL412", value, f"{code_of(value)} is given as a device: an int there means a CUDA device")
-
-    def _device_arguments(self, node: cst.Call) -> list[cst.BaseExpression]:
-        found = []
-        if is_method(node.func, "to"):
-            positional = [arg for arg in node.args if arg.keyword is None and not arg.star]
-            if positional:
-                found.append(positional[0].value)
-        name = self.qualified(node.func)
-        if isinstance(node.func, cst.Attribute) and (name is None or name.startswith("torch.")):
-            found += [arg.value for arg in node.args if arg.keyword is not None and arg.keyword.value == "device"]
-        return found
 
     def leave_Name(self, original_node, updated_node):
         return self.replacements.get(original_node, updated_node)
