@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 import libcst as cst
 
-from portlayer.migrate.engine.dataflow import INT_DEVICE_ASSIGNMENTS, INT_NAMES
+from portlayer.migrate.engine.dataflow import CURRENT_DEVICES_HELD, INT_DEVICE_ASSIGNMENTS, INT_NAMES
 from portlayer.migrate.engine.regions import USER_EXCLUSIONS
 from portlayer.migrate.engine.triggers import Words
 from portlayer.migrate.rules.base import FileRule, Rule, code_of, dotted
@@ -97,7 +97,7 @@ class IntDeviceIndices(Rule):
 
 
 class IntDeviceAssignments(FileRule):
-    NEEDS = (INT_DEVICE_ASSIGNMENTS, INT_NAMES, USER_EXCLUSIONS)
+    NEEDS = (INT_DEVICE_ASSIGNMENTS, INT_NAMES, CURRENT_DEVICES_HELD, USER_EXCLUSIONS)
 
     @classmethod
     def fires_for(cls, target) -> bool:
@@ -108,6 +108,9 @@ class IntDeviceAssignments(FileRule):
         for line, col, name in self.fact(INT_DEVICE_ASSIGNMENTS):
             # `device_id = int(os.environ["LOCAL_RANK"])`: IntDeviceIndices converts each use as a device
             if name.rsplit(".", 1)[-1] in INDEX_NAMES and name in self.fact(INT_NAMES).names:
+                continue
+            # `device = torch.cuda.current_device()` read only as a device: CurrentDeviceGiven converts it
+            if line in self.fact(CURRENT_DEVICES_HELD):
                 continue
             if line not in excluded:
                 self.report_at("PL412", line, col, f"{name} holds an int and is given as a device: an int there "

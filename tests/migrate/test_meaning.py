@@ -337,11 +337,16 @@ import torch
 x = torch.zeros(2, device=torch.cuda.current_device())
 y = torch.ones(1).to(torch.cuda.current_device())
 d = torch.device(torch.cuda.current_device())
+def allocate(n):
+    device = torch.cuda.current_device()
+    return torch.zeros(n, device=device)
+z = allocate(2)
 """
 
 
 @pytest.mark.parametrize("target", RUN_TARGETS)
 def test_the_current_device_given_as_a_device_places_on_the_cpu_where_there_is_no_accelerator(target):
     # Megatron-LM's `device=torch.cuda.current_device()`: an int, which torch makes the accelerator's device.
-    read = run_migrated(CURRENT_DEVICE_GIVEN, target, "read = [str(x.device), str(y.device), str(d)]")
-    assert read == ["cpu", "cpu", "cpu"]
+    # Held by a name read only as a device, too.
+    read = run_migrated(CURRENT_DEVICE_GIVEN, target, "read = [str(x.device), str(y.device), str(d), str(z.device)]")
+    assert read == ["cpu", "cpu", "cpu", "cpu"]
