@@ -27,9 +27,10 @@ from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGP
 
 from portlayer.errors import PortlayerError
 from portlayer.strategies import Strategy
+from portlayer.strategies.block_calls import changing_input, hidden_output
 from portlayer.strategies.fsdp2 import blocks
 from portlayer.strategies.gathered_state import ON_EVERY_RANK
-from portlayer.strategies.gradients import average, flatten_into, total_norm
+from portlayer.strategies.gradients import flatten_into, total_norm
 from portlayer.strategies.layout import GPIPE
 from portlayer.strategies.parallel import Setup
 from portlayer.strategies.tensor_parallel import TensorParallel, split_apart, split_layers
@@ -69,7 +70,7 @@ class Stage(torch.nn.Module):
         kept = _keep_stage_blocks(core, place)
         self._received: torch.Tensor | None = None
         if not place.first:
-            kept[0].register_forward_pre_hook(self._replace_input, with_kwargs=True)
+            kept[0].register_forward_pre_hook(changing_input(lambda unused: self._received), with_kwargs=True)
         if not place.last:
             kept[-1].register_forward_hook(_end_stage)
 
@@ -88,14 +89,9 @@ class Stage(torch.nn.Module):
             self._received = None
         return outputs.float()  # what travels between stages is fp32, under autocast too (`_wire`)
 
-    def _replace_input(self, module, args, kwargs):
-        if args:
-            return (self._received, *args[1:]), kwargs
-        return args, {**kwargs, "hidden_states": self._received}
-
 
 def _end_stage(module, inputs, output):
-    raise _StageEnd(output[0] if isinstance(output, tuple) else output)
+    raise _StageEnd(hidden_output(output))
 
 
 def _keep_stage_blocks(core: torch.nn.Module, place: StagePlace) -> list[torch.nn.Module]:
@@ -128,6 +124,9 @@ class PipelineParallel(TensorParallel):
     @classmethod
     def prepare(cls, strategy: Strategy, core: torch.nn.Module, setup: Setup) -> PipelineParallel:
         setup.layout.check_model(core.config)  # the blocks split whole over the stages (the launcher checked too)
+        if getattr(core.config, "output_router_logits", False):
+            raise PortlayerError("pipeline parallel takes the loss from the last stage's logits, without the router's "
+                                 "auxiliary loss: set output_router_logits false (--override-config)")  # fmt: skip
         place = StagePlace(dist.get_rank(setup.pipeline_group), dist.get_world_size(setup.pipeline_group))
         plan = split_layers(core, setup) if setup.tensor_group is not None else None  # of the whole model's forward
         stage = Stage(core, place)
@@ -178,23 +177,20 @@ class PipelineParallel(TensorParallel):
             return None
         return _model_loss(self.core)(outputs, batch["labels"])
 
-    def clip_gradients(self) -> torch.Tensor:
-        self.complete_sequence_gradients()
-        inside, everywhere = stage_parameters(self.core)
-        parameters = list(self.core.parameters())
-        # Every stage holds the layers outside the blocks; the first and last use them: their gradients summed.
-        shared = [parameter for parameter in parameters if id(parameter) in everywhere]
+    def local_gradients(self) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+        # Every stage holds the layers outside the blocks; the first and the last use them: their gradients summed.
+        _, everywhere = stage_parameters(self.core)
+        shared = [parameter for parameter in self.core.parameters() if id(parameter) in everywhere]
         for parameter in shared:
             if parameter.grad is None:
                 parameter.grad = torch.zeros_like(parameter)
         flatten_into([parameter.grad for parameter in shared], self.setup.pipeline_group)
-        grads, local = self.local_gradients()
-        if dist.get_world_size(self.setup.group) > 1:
-            average(local, self.setup.group)
-        staged = {id(parameter.grad) for parameter in parameters if id(parameter) in inside}
-        norm = total_norm(grads, local, self.setup.tensor_group, self.setup.pipeline_group, staged)
-        torch._foreach_mul_(local, (self.setup.max_grad_norm / (norm + 1e-6)).clamp(max=1.0))
-        return norm
+        return super().local_gradients()
+
+    def gradient_norm(self, grads: list[torch.Tensor], local: list[torch.Tensor]) -> torch.Tensor:
+        inside, _ = stage_parameters(self.core)
+        staged = {id(p.grad) for p in self.core.parameters() if id(p) in inside and p.grad is not None}
+        return total_norm(grads, local, self.setup.tensor_group, self.setup.pipeline_group, staged)
 
     def save(self, folder: Path, rank: int) -> None:
         """Each stage's state in a file of its own, written by the stage's first rank of the first copy: a

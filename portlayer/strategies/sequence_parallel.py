@@ -22,6 +22,7 @@ import torch
 from torch.distributed.device_mesh import DeviceMesh
 from torch.distributed.tensor import DTensor, Replicate, Shard
 
+from portlayer.strategies.block_calls import changing_input, changing_output
 from portlayer.strategies.fsdp2 import blocks
 from portlayer.strategies.gradients import flatten_into
 
@@ -56,12 +57,11 @@ def install(core: torch.nn.Module, gathered: list[torch.nn.Module], mesh: Device
     """The hooks that split the sequence at the first held block, gather it back after the last, and gather it at
     each module of `gathered` (that runs a group of column-split layers)."""
     for module in gathered:
-        module.register_forward_pre_hook(functools.partial(_on_hidden, lambda x: gather(x, mesh)), with_kwargs=True)
+        module.register_forward_pre_hook(changing_input(functools.partial(gather, mesh=mesh)), with_kwargs=True)
     held = blocks(core)
-    held[0].register_forward_pre_hook(functools.partial(_on_hidden, functools.partial(_split, mesh=mesh)),
-                                      with_kwargs=True)  # fmt: skip
+    held[0].register_forward_pre_hook(changing_input(functools.partial(_split, mesh=mesh)), with_kwargs=True)
     # Before any hook that ends a pipeline stage at this block: the stage sends the whole sequence.
-    held[-1].register_forward_hook(functools.partial(_gather_output, mesh=mesh), prepend=True)
+    held[-1].register_forward_hook(changing_output(functools.partial(_gather_whole, mesh=mesh)), prepend=True)
 
 
 def _split(hidden: torch.Tensor, mesh: DeviceMesh) -> torch.Tensor:
@@ -69,18 +69,9 @@ def _split(hidden: torch.Tensor, mesh: DeviceMesh) -> torch.Tensor:
     return DTensor.from_local(hidden, mesh, [Replicate()]).redistribute(mesh, [SEQUENCE]).to_local()
 
 
-def _on_hidden(change, module, args, kwargs):
-    """A forward pre-hook: the module's hidden states (first positional, or `hidden_states=`) changed."""
-    if args:
-        return (change(args[0]), *args[1:]), kwargs
-    return args, {**kwargs, "hidden_states": change(kwargs["hidden_states"])}
-
-
-def _gather_output(module, inputs, output, mesh: DeviceMesh):
-    hidden = output[0] if isinstance(output, tuple) else output
+def _gather_whole(hidden: torch.Tensor, mesh: DeviceMesh) -> torch.Tensor:
     # Every rank computes what follows alike: the gradient that comes back is whole, and this rank keeps its part.
-    whole = gather(hidden, mesh).to_local()
-    return (whole, *output[1:]) if isinstance(output, tuple) else whole
+    return gather(hidden, mesh).to_local()
 
 
 def complete_gradients(core: torch.nn.Module, tensor_group) -> None:

@@ -182,12 +182,16 @@ class TensorParallel(GatheredState, Parallel):
         if self.setup.layout.sequence:
             sequence_parallel.complete_gradients(self.core, self.setup.tensor_group)
 
+    def gradient_norm(self, grads: list[torch.Tensor], local: list[torch.Tensor]) -> torch.Tensor:
+        """The whole model's gradient norm from this rank's parts of `grads` (`local`)."""
+        return total_norm(grads, local, self.setup.tensor_group)
+
     def clip_gradients(self) -> torch.Tensor:
         self.complete_sequence_gradients()
         grads, local = self.local_gradients()
         if dist.get_world_size(self.setup.group) > 1:
             average(local, self.setup.group)
-        norm = total_norm(grads, local, self.setup.tensor_group)
+        norm = self.gradient_norm(grads, local)
         torch._foreach_mul_(local, (self.setup.max_grad_norm / (norm + 1e-6)).clamp(max=1.0))
         return norm
 
