@@ -5,8 +5,9 @@ over it.
 
 The stand-in computes with the cpu's kernels, so what differs from the baseline is the split matmuls' and summed
 gradients' rounding alone; what this proves is the path. The layouts, one rank per device: on the npu 2 copies
-split over 2 ranks, and one copy in 2 stages each split over 2 ranks with the sequence split too; on musa one copy
-split over 2 ranks, and one copy in 2 stages. A copy's batch is the baseline's 2 DDP ranks' together, in micro-batches through a pipeline.
+split over 2 ranks, one copy in 2 stages, and one copy in 2 stages each split over 2 ranks with the sequence split
+too; on musa one copy split over 2 ranks, and one copy in 2 stages. A copy's batch is the baseline's 2 DDP ranks'
+together, in micro-batches through a pipeline.
 """
 
 import subprocess
@@ -27,6 +28,7 @@ PRESET = "mixtral-8x7b-tiny"
     ("vendor", "nproc", "tensor", "pipeline", "options"),
     [
         ("npu", 4, 2, 1, ()),
+        ("npu", 2, 1, 2, ("--grad-accum", 2)),
         ("npu", 4, 2, 2, ("--sp", "--grad-accum", 2)),
         ("musa", 2, 2, 1, ("--per-device-batch", 8)),
         ("musa", 2, 1, 2, ("--grad-accum", 2)),
