@@ -36,7 +36,8 @@ def test_tiny_preset_against_the_committed_npu_list(tmp_path):
     assert report["shape"] == {"model": "gpt2-tiny", "batch_size": 8, "seq_len": 64, "overrides": {},
                                "layers": 2, "precision": "fp32", "strategy": "ddp", "nproc": 1, "lora_r": None,
                                "gradient_checkpointing": False, "weights": "fp32", "parity": False,
-                               "grad_accum": 1}
+                               "grad_accum": 1,
+                               "layout": {"tensor": 1, "pipeline": 1, "sequence": False, "schedule": "1f1b"}}
     memory = report["memory"]
     assert memory["parameters"] == memory["communication"] > 0  # fp32 parameters; one DDP bucket copy of them
     assert memory["total"] == sum(memory[part] for part in ("parameters", "gradients", "optimizer_state",
