@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import sys
 from dataclasses import asdict, dataclass
+from functools import cached_property
 
 import click
 
@@ -256,7 +257,7 @@ class _Result:
     def memory(self):
         return self.prediction.memory
 
-    @property
+    @cached_property
     def traffic(self) -> list:
         from portlayer.preflight.communication import step_traffic
 
@@ -387,6 +388,7 @@ def _findings(report, unchecked, result: _Result) -> list:
                           f"({shape.describe(result.model)}): {parts}; on {_kernels(result.on)}: allocated "
                           f"{format_bytes(device.allocated)}, reserved {format_bytes(device.reserved)}, "
                           f"{device.tool} {format_bytes(device.shown)}"))
+    found.extend(_finding("PF301", config_path, 1, traffic.describe()) for traffic in result.traffic)
     if result.capacity is not None:
         total = result.prediction.in_use
         if result.fits:

@@ -212,7 +212,7 @@ def test_codes_doc_is_generated_from_the_table():
     from portlayer.preflight.codes import CODES, markdown
 
     assert (REPO / "docs" / "preflight-codes.md").read_text() == markdown()
-    assert all(code.startswith(("PF1", "PF2")) for code in CODES)
+    assert all(code.startswith(("PF1", "PF2", "PF3")) for code in CODES)
 
 
 # What a new interpreter has imported: the warm one has torch already.

@@ -124,6 +124,16 @@ def test_the_report_names_the_collectives_a_910b_runs_for_the_layout(config, tmp
         assert line.startswith(f"  {collective['kind']} over {collective['group']} ({collective['ranks']} ranks), ")
 
 
+def test_each_collective_is_a_finding_in_the_machine_formats(config):
+    result = run("--config", config, "--batch-size", BATCH, "--seq-len", SEQ, "--tp", 2, "--nproc", 2,
+                 "--output-format", "json")
+    assert result.exit_code == 0, result.output
+    collectives = [f["message"] for f in json.loads(result.output) if f["code"] == "PF301"]
+    assert [message.split(":")[0] for message in collectives] == [
+        "all-reduce over tp (2 ranks), forward", "all-reduce over tp (2 ranks), backward",
+        "all-reduce over tp (2 ranks), optimizer"]  # one copy of the model: no data-parallel average
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
