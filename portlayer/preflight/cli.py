@@ -317,8 +317,12 @@ def _render_text(report, unchecked, result: _Result) -> str:
 def _communication_lines(result: _Result) -> list[str]:
     """The collectives the layout runs, per rank and step, and the library that runs them on the target."""
     from portlayer.backends import DIST_BACKEND_BY_DEVICE
+    from portlayer.preflight.communication import itemised
 
-    traffic = result.traffic
+    traffic, training = result.traffic, result.shape.training
+    if not itemised(training):
+        return [f"communication per rank and step: not itemised under --strategy {training.strategy} (ddp, --tp and "
+                "--pp are)"] if training.nproc > 1 else []
     if not traffic:
         return []
     library = DIST_BACKEND_BY_DEVICE.get(result.on.target.name, "the collective library").upper()

@@ -63,7 +63,9 @@ class Traffic:
 
 def step_traffic(prediction, source, training) -> list[Traffic]:
     """Every collective one rank of `training`'s layout runs in a step (`prediction` of `source`, from
-    `per_rank.predict`)."""
+    `per_rank.predict`); none itemised under a sharding strategy (`itemised`)."""
+    if not itemised(training):
+        return []
     scaled = prediction.scaled
     layout = training.layout
     data = layout.data_parallel(training.nproc)
@@ -75,6 +77,12 @@ def step_traffic(prediction, source, training) -> list[Traffic]:
     if layout.pipeline > 1:
         counted.extend(_pipeline(scaled, hidden_bytes(source, training), training))
     return recorded + counted
+
+
+def itemised(training) -> bool:
+    """Whether the collectives are listed: under ddp and its layouts. FSDP2's and DeepSpeed's gathers and
+    reduce-scatters are played on the fake step by size and moment, not as collectives (`engines`)."""
+    return training.strategy == "ddp"
 
 
 def _recorded(scaled) -> list[Traffic]:
