@@ -34,7 +34,9 @@ CODES: dict[str, Code] = {
                   "`device_ids=[i]` to what the active backend needs; `output_device` dropped when it "
                   "repeats `device_ids` (DDP's default, and `None` is what cpu modules require)"),
     "PL106": Code("tensor-type", "change", "legacy CUDA tensor type converted",
-                  "`torch.cuda.FloatTensor(...)` to `torch.tensor`/`torch.empty` with dtype and device"),
+                  "`torch.cuda.FloatTensor(...)` to `torch.tensor`/`torch.empty` with dtype and device; "
+                  "`x.type() == \"torch.cuda.FloatTensor\"` (or `in` a list of them) to a test of `x.dtype` and "
+                  "of the device (`portlayer.is_accelerator(x)`)"),
     "PL107": Code("environment", "change", "environment variable renamed",
                   "`CUDA_VISIBLE_DEVICES` / `NCCL_*` to the vendor's own variable"),
     "PL108": Code("flags", "change", "cuDNN flag converted",
@@ -163,7 +165,9 @@ CODES: dict[str, Code] = {
                   "for TF32 use `torch.set_float32_matmul_precision(...)`; SDPA picks kernels per backend"),
     # PL4xx: torch.cuda names or CUDA features the target lacks.
     "PL401": Code("api", "warning", "torch.cuda name has no equivalent on the target",
-                  "find the vendor's equivalent, or guard the call with `portlayer.device_type() == \"cuda\"`"),
+                  "find the vendor's equivalent, or guard the call with `portlayer.device_type() == \"cuda\"`; "
+                  "for the names training code reaches most (allocator pools, raw streams, NVML telemetry, the "
+                  "generator plumbing on targets other than neutral) the printed hint names the way"),
     "PL402": Code("api", "warning", "CUDA graphs are CUDA-only",
                   "guard with a backend check; the vendor may offer its own graph capture (torch.npu.graph)"),
     "PL403": Code("extension", "error", "custom CUDA extension",
@@ -174,7 +178,10 @@ CODES: dict[str, Code] = {
                   "use the target's device, device type or collective here, as the printed hint spells them "
                   "(neutral: `portlayer.device(i)`, `portlayer.device_type()`, `portlayer.dist_backend()`)"),
     "PL406": Code("tensor-type", "warning", "legacy CUDA tensor type cannot be converted safely",
-                  "use `torch.tensor(data, dtype=..., device=...)` or `torch.empty(size, dtype=..., device=...)`"),
+                  "use `torch.tensor(data, dtype=..., device=...)` or `torch.empty(size, dtype=..., device=...)`; "
+                  "a type test (`isinstance(x, torch.cuda.FloatTensor)`, `f(x).type() == ...`) is "
+                  "`x.dtype == torch.float32 and portlayer.is_accelerator(x)`, which the codemod writes for "
+                  "`x.type() == \"torch.cuda.FloatTensor\"` with `x` a name"),
     "PL407": Code("distributed", "warning", "DDP output_device differs from device_ids",
                   "output_device must be None on cpu; drop it when it repeats device_ids[0]"),
     "PL408": Code("profiling", "warning", "profiler activity CUDA records CUDA kernels only",

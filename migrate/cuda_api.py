@@ -9,8 +9,14 @@ from portlayer.api import AMP, MIRRORED
 # `torch.cuda.memory_allocated`.
 REEXPORTING_SUBMODULES = ("memory.", "random.", "streams.")
 
-# Names portlayer mirrors, plus torch.cuda.device (portlayer.device doubles as its context manager).
-PORTLAYER = frozenset(MIRRORED) | {"device"}
+# Names portlayer mirrors, plus torch.cuda.device (portlayer.device doubles as its context manager) and
+# torch.cuda.init (portlayer.init: torch.cpu has none, so `portlayer.device_module().init` fails on the cpu).
+PORTLAYER = frozenset(MIRRORED) | {"device", "init"}
+
+# torch.cuda's generator state reached directly (Megatron-LM's RNG tracker): names only portlayer, and the
+# vendors under their own name, have everywhere (portlayer/generators.py). Per target in `Target.generators`;
+# a target without a name reports it (upstream torch: torch.cpu has none of them).
+GENERATOR_PLUMBING = frozenset({"default_generators", "_lazy_init", "_lazy_call"})
 
 # torch.cuda names every vendor device module also has (torch_npu, torch_musa mirror torch.cuda's
 # surface), but portlayer does not bind: reached through the device module.
@@ -54,8 +60,12 @@ WITHOUT_ACCELERATOR = {
 }
 
 # torch.cuda's seeding functions are queued until CUDA starts: on a host without CUDA they do nothing.
-# torch.cpu, what `torch.get_device_module()` returns there, has none of them (minGPT's set_seed).
-SEEDING_WITHOUT_ACCELERATOR = {"manual_seed": "None", "manual_seed_all": "None", "seed": "None"}
+# torch.cpu, what `torch.get_device_module()` returns there, has none of them (minGPT's set_seed), nor
+# `init` (nothing to start) or `is_current_stream_capturing` (no capture without an accelerator: False).
+WITHOUT_DEVICE_MODULE = {
+    "manual_seed": "None", "manual_seed_all": "None", "seed": "None", "init": "None",
+    "is_current_stream_capturing": "False",
+}
 
 # Device-generic classes in torch itself.
 TORCH_GENERIC = {"OutOfMemoryError": "OutOfMemoryError", "nvtx.range": "profiler.record_function"}
@@ -65,8 +75,28 @@ TORCH_GENERIC = {"OutOfMemoryError": "OutOfMemoryError", "nvtx.range": "profiler
 # push/pop: reported on those targets.
 NVTX = frozenset({"nvtx.range_push", "nvtx.range_pop", "nvtx.range_start", "nvtx.range_end", "nvtx.mark"})
 
-GRAPHS = frozenset({"graph", "graphs", "CUDAGraph", "make_graphed_callables", "graph_pool_handle",
-                    "is_current_stream_capturing"})
+# `is_current_stream_capturing` is not among them: a question, answered everywhere (False without capture).
+# PL401's hint for torch.cuda names with no equivalent that training code reaches (Megatron-LM's
+# megatron/core: allocator pools, raw streams, NVML telemetry): what to do instead, name by name.
+_GUARD = 'or guard it with `portlayer.device_type() == "cuda"`'
+NO_EQUIVALENT_HINTS = {
+    **dict.fromkeys(GENERATOR_PLUMBING, (
+        "migrate with `--target neutral`: `portlayer.default_generators`, `portlayer.init` and "
+        "`portlayer.lazy_call` answer on every backend, the cpu included; torch_npu keeps "
+        "`torch.npu._lazy_init`/`_lazy_call` private")),
+    **dict.fromkeys(("MemPool", "use_mem_pool"), (
+        "a private pool of CUDA's caching allocator: drop the `with use_mem_pool(...)` (the default pool "
+        f"serves) {_GUARD}; torch_npu and torch_musa have MemPool, not CUDA's pluggable allocators")),
+    "CUDAPluggableAllocator": f"an allocator built against the CUDA runtime: keep the target's default, {_GUARD}",
+    "ExternalStream": f"wraps a raw cudaStream_t of another CUDA library: use `portlayer.Stream()` for the program's own, {_GUARD}",
+    "cudart": f"CUDA runtime calls (cudaProfilerStart/Stop): profile with `torch.profiler.profile`, {_GUARD}",
+    **dict.fromkeys(("temperature", "power_draw", "clock_rate"), (
+        f"NVML telemetry: read it with the vendor's tool (npu-smi, mthreads-gmi), {_GUARD}")),
+    "device_memory_used": "the device's used bytes are `total - free` of `portlayer.mem_get_info()`",
+    "Stream.priority_range": f"stream priorities are CUDA's: create streams without `priority=`, {_GUARD}",
+}
+
+GRAPHS = frozenset({"graph", "graphs", "CUDAGraph", "make_graphed_callables", "graph_pool_handle"})
 
 AMP_NAMES = frozenset(f"amp.{name}" for name in AMP)
 

@@ -41,6 +41,9 @@ class Target:
     mirrored: str
     device_module: str
     amp: str = "portlayer.{name}"
+    # torch.cuda's generator plumbing (cuda_api.GENERATOR_PLUMBING) -> the target's expression; a name missing
+    # is reported (the vendors' `_lazy_init`/`_lazy_call` are private and not in every plugin).
+    generators: Mapping[str, str] = field(default_factory=dict)
     # Where torch.cuda.nvtx's markers live ("{name}": range_push, mark, ...); None: the target has none (reported).
     nvtx: str | None = None
     # For vendor targets: the device type ("npu"), collective ("hccl") and its name for env vars.
@@ -84,6 +87,8 @@ class Target:
             return "{torch}." + cuda_api.TORCH_GENERIC[name]
         if name in cuda_api.NVTX:
             return None if self.nvtx is None else self.nvtx.format(name=name[len("nvtx."):])
+        if name in cuda_api.GENERATOR_PLUMBING:
+            return self.generators.get(name)
         if name in cuda_api.AMP_NAMES:
             # torch: the Amp rule rewrites calls (the device type becomes an argument); nothing else.
             return None if self.name == "torch" else self.amp.replace("{name}", name[len("amp."):])
@@ -93,7 +98,7 @@ class Target:
                     "{torch}.accelerator." + cuda_api.ACCELERATOR[name], cuda_api.WITHOUT_ACCELERATOR.get(name))
             if name in cuda_api.PORTLAYER or name in cuda_api.DEVICE_MODULE:
                 return _answering_without_accelerator(
-                    self.device_module + "." + name, cuda_api.SEEDING_WITHOUT_ACCELERATOR.get(name))
+                    self.device_module + "." + name, cuda_api.WITHOUT_DEVICE_MODULE.get(name))
             return None
         if name in cuda_api.PORTLAYER:
             return self.mirrored.format(name=name, torch="{torch}")
@@ -123,6 +128,8 @@ def _vendor(backend: Backend) -> Target:
         mirrored="{torch}." + name + ".{name}",
         device_module="{torch}." + name,
         amp="{torch}." + name + ".amp.{name}",
+        # torch_npu and torch_musa fill `default_generators` as torch.cuda does (torch_musa/core/random.py).
+        generators={"default_generators": "{torch}." + name + ".default_generators"},
         vendor=name,
         vendor_dist_backend=backend.dist_backend,
         env=env,
@@ -142,6 +149,11 @@ _TABLE = {
         mirrored="portlayer.{name}",
         device_module="portlayer.device_module()",
         nvtx="portlayer.nvtx.{name}",
+        generators={
+            "default_generators": "portlayer.default_generators",
+            "_lazy_init": "portlayer.init",
+            "_lazy_call": "portlayer.lazy_call",
+        },
         question="portlayer.is_accelerator({value})",
         question_in="portlayer.is_accelerator({value})",
         question_tensor="portlayer.is_accelerator({value})",

@@ -1,6 +1,7 @@
 # Signatures of portlayer's runtime API, for IDEs and type checkers: the names are bound on first use to the
 # active backend's own functions (portlayer/runtime.py), so the module itself shows none. The mirrored names
 # take torch.cuda's parameters; tests/runtime/test_stub.py checks this file against the bound names.
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from types import ModuleType
 from typing import Any
@@ -108,6 +109,9 @@ class Stream:
     def synchronize(self) -> None: ...
     def wait_stream(self, stream: Stream) -> None: ...
 
+def is_current_stream_capturing() -> bool:
+    """Whether the current stream is capturing a graph (False where the backend has no graph capture)."""
+
 def stream(stream: Stream | None) -> AbstractContextManager[Any]:
     """`with portlayer.stream(s):` — work inside the block is queued on `s`."""
 
@@ -116,6 +120,16 @@ def current_stream(device: _Device = None) -> Stream:
 
 def default_stream(device: _Device = None) -> Stream:
     """The device's default stream."""
+
+# torch.cuda's generator plumbing, for code that saves and restores the device's random state itself.
+default_generators: Sequence[torch.Generator]
+"""torch.cuda.default_generators: the device's generators, by index, read when indexed (the cpu: torch's own)."""
+
+def init() -> None:
+    """Start the device now (torch.cuda.init, torch.cuda._lazy_init); nothing on the cpu."""
+
+def lazy_call(callable: Callable[[], Any], **kwargs: Any) -> None:
+    """torch.cuda._lazy_call: run `callable` once the device has started (at once where it has)."""
 
 # torch.cuda.amp's pair, on the active device type.
 class autocast(torch.autocast):

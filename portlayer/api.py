@@ -31,6 +31,7 @@ MIRRORED = (
     "stream",
     "current_stream",
     "default_stream",
+    "is_current_stream_capturing",
 )
 
 # torch.cuda's automatic mixed precision pair (`torch.cuda.amp.autocast`, `torch.cuda.amp.GradScaler`).
@@ -50,4 +51,10 @@ ADDITIONS = (
     "set_deterministic",
 )
 
-BOUND = MIRRORED + AMP + ADDITIONS
+# torch.cuda's generator plumbing that RNG trackers reach into (Megatron-LM's `tensor_parallel/random.py`):
+# built by portlayer itself (portlayer/generators.py), since the vendors keep `_lazy_call` private, fill
+# `default_generators` only when the device starts, and torch.cpu has none of the three. `lazy_call` is
+# `torch.cuda._lazy_call`: run a callable once the device is initialised (at once where it is).
+GENERATORS = ("default_generators", "init", "lazy_call")
+
+BOUND = MIRRORED + AMP + ADDITIONS + GENERATORS

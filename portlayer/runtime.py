@@ -11,7 +11,7 @@ import functools
 import sys
 from typing import Any
 
-from portlayer import amp, determinism, rank_device, reducers
+from portlayer import amp, determinism, generators, rank_device, reducers
 from portlayer.api import MIRRORED
 from portlayer.backends import Backend
 from portlayer.selection import Selection, select
@@ -112,6 +112,7 @@ def build(selection: Selection) -> dict[str, Any]:
     backend, module = selection.backend, selection.module
     api = _mirrored(backend, module)
     api.update(amp.build(backend))
+    api.update(generators.build(backend, module))
     api.update(_devices(backend, api["current_device"]))
     if backend.is_accelerator:
         index_of = functools.partial(_index, current_device=api["current_device"])

@@ -192,4 +192,6 @@ FALLBACKS: dict[str, Callable[[Backend, ModuleType], Any]] = {
     "stream": lambda backend, module: stream,
     "current_stream": lambda backend, module: current_stream,
     "default_stream": lambda backend, module: current_stream,
+    # No graph capture without the vendor's graphs: nothing is being captured.
+    "is_current_stream_capturing": lambda backend, module: lambda: False,
 }

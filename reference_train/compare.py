@@ -77,8 +77,10 @@ LAYOUT_FIELDS = ("strategy", "tensor_parallel", "sequence_parallel", "pipeline_p
 # The relative loss error between two strategies on one device (ddp against fsdp2, zero1/2/3, tiny presets,
 # 30 steps; docs/parity.md, "Across strategies") measured up to 7.3e-8, one float32 ulp of the loss: a sharded
 # reduction sums the gradients in another order. Tensor parallel against ddp (--tp 2, bert and mixtral tiny, 2 and 4
-# ranks) measured up to 1.1e-7: a row-split matmul sums its halves' partial products by an all-reduce. The band is ten ulps; a cross-strategy comparison keeps the
-# default tolerance, and the verdict names the cause.
+# ranks) measured up to 1.1e-7: a row-split matmul sums its halves' partial products by an all-reduce; sequence and
+# pipeline parallel (--sp, --pp 2, alone and with --tp, the tiny presets) up to 1.6e-7: the shared layers'
+# gradients summed over stages, the micro-batches' by the schedule. The band is ten ulps; a cross-layout comparison
+# keeps the default tolerance, and the verdict names the cause.
 REDUCTION_ORDER_LIMIT = 1e-6
 
 ROUNDING = "rounding-level"

@@ -159,11 +159,11 @@ def check_layout(trainer: dict, nproc: int, nnodes: str | None) -> None:
     layout = Layout(trainer["tensor_parallel"], trainer["pipeline_parallel"], trainer["sequence_parallel"],
                     trainer["pipeline_schedule"])  # fmt: skip
     try:
+        if nnodes is None or nnodes.isdigit():  # an elastic MIN:MAX world is known only at the rendezvous
+            layout.data_parallel(nproc * int(nnodes or 1))
         layout.check_training(trainer["strategy"], trainer["compile"], trainer["grad_accum"])
         if not layout.splits:
             return
-        if nnodes is None or nnodes.isdigit():  # an elastic MIN:MAX world is known only at the rendezvous
-            layout.data_parallel(nproc * int(nnodes or 1))
         preset = get_preset(trainer["preset"])
         layout.check_sequence(trainer["seq_len"] or preset.seq_len)
         overrides = read_override_file(trainer["override_config"]) if trainer["override_config"] else None

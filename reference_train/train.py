@@ -25,7 +25,6 @@ import torch.distributed as dist
 import portlayer
 from portlayer import strategies
 from portlayer.errors import PortlayerError, print_error
-from portlayer.precision import PRECISIONS
 from portlayer.progress import terminal_bar
 from portlayer.strategies.layout import ONE_F_ONE_B, Layout
 from portlayer.strategies.parallel import Parallel, Setup
@@ -198,12 +197,6 @@ def host_peak_rss_bytes() -> int:
     return peak if sys.platform == "darwin" else peak * 1024
 
 
-def autocast(precision: str):
-    """The block a forward runs in: autocast to the precision's 16-bit type, or nothing for fp32."""
-    chosen = PRECISIONS[precision]
-    return portlayer.autocast(enabled=chosen.autocast, dtype=chosen.dtype)
-
-
 def set_tf32(on: bool) -> None:
     torch.set_float32_matmul_precision("high" if on else "highest")
     torch.backends.cuda.matmul.allow_tf32 = on
@@ -306,6 +299,7 @@ class TrainingStep:
                 optimizer, options.warmup_steps, options.schedule
             ),
             micro_batch=options.per_device_batch,
+            seq_len=options.seq_len,
             grad_accum=options.grad_accum,
             max_grad_norm=options.preset.max_grad_norm,
             precision=options.precision,
@@ -329,18 +323,19 @@ class TrainingStep:
     def __call__(self, step: int) -> tuple[torch.Tensor, int, torch.Tensor | float]:
         """Queue optimizer step `step` (from 1) on the device: this rank's loss of each micro-batch (on the device,
         unread), its tokens, and the total gradient norm before clipping (the same on every rank)."""
-        options, parallel, batches = self.options, self.parallel, self.batches
-        losses, tokens = [], 0
-        for accum_index in range(options.grad_accum):
-            index = (step - 1) * options.grad_accum + accum_index
-            batch = batches.get(index)
-            with parallel.accumulating(last=accum_index == options.grad_accum - 1):
-                with autocast(options.precision):
-                    loss = parallel.model(**batch.tensors).loss
-                parallel.backward(loss)
-            batches.stage(index + 1)  # built and copied while the device runs this micro-batch
-            losses.append(loss.detach().float())
-            tokens += batch.tokens
+        options, parallel = self.options, self.parallel
+        tokens = 0
+
+        def micro_batches():
+            nonlocal tokens
+            for accum_index in range(options.grad_accum):
+                index = (step - 1) * options.grad_accum + accum_index
+                batch = self.batches.get(index)
+                tokens += batch.tokens
+                yield batch.tensors
+                self.batches.stage(index + 1)  # built and copied while the device runs this micro-batch
+
+        losses = parallel.forward_backward(micro_batches())
         grad_norm = parallel.step()
         return torch.stack(losses), tokens, grad_norm
 
@@ -435,7 +430,7 @@ def _train(options: Options, world: World, device: torch.device) -> dict | None:
             _save_checkpoint(options, world, training, records, step, experiment)
     log.close()
 
-    eval_loss = evaluate(model, blocks, world, device, options)
+    eval_loss = evaluate(training.parallel, blocks, world, device, options)
     (host_peak,) = world.all_reduce([host_peak_rss_bytes()], op=dist.ReduceOp.MAX)
     if world.rank != 0:
         return None
@@ -655,19 +650,20 @@ def _summary(records: list[dict], eval_loss: float, host_peak: float) -> dict:
     }
 
 
-@torch.no_grad()
-def evaluate(model, blocks: data.Blocks, world: World, device: torch.device, options: Options) -> float:
+def evaluate(parallel: Parallel, blocks: data.Blocks, world: World, device: torch.device, options: Options) -> float:
     """Mean loss over the held-out blocks, each copy of the model taking every data-parallel-size-th batch, weighted
-    by tokens (the ranks that split a copy count its batches alike, which leaves the mean as it is)."""
-    model.eval()
+    by tokens (the ranks that split a copy count its batches alike, which leaves the mean as it is; a pipeline's
+    stages before the last count none)."""
+    parallel.model.eval()
     loss_sum, weight = 0.0, 0
     size = options.per_device_batch
     for index, first in enumerate(range(0, len(blocks.eval), size)):
         if index % world.data_size != world.data_rank:
             continue
         batch = {k: v.to(device) for k, v in data.eval_batch(blocks, first, size, options.seed).items()}
-        with autocast(options.precision):
-            loss = model(**batch).loss
+        loss = parallel.evaluation_loss(batch)
+        if loss is None:
+            continue
         # Causal LMs predict every token but the first; masked LMs the masked ones.
         targets = (
             int((batch["labels"][:, 1:] != -100).sum())
@@ -676,6 +672,6 @@ def evaluate(model, blocks: data.Blocks, world: World, device: torch.device, opt
         )
         loss_sum += loss.float().item() * targets
         weight += targets
-    model.train()
+    parallel.model.train()
     total, total_weight = world.all_reduce([loss_sum, weight])
     return total / max(total_weight, 1)

@@ -84,12 +84,13 @@ TARGETS = {
         " tests/preflight/test_sharding.py::test_each_state_is_split_by_the_stage_that_shards_it"
         " tests/preflight/test_sharding.py::test_a_frozen_base_costs_its_weights_only_sharded_where_weights_are"
         " tests/strategies/test_deepspeed_accelerator.py"
-        # Tensor parallel's plan and layout (in process); its training runs are torchrun jobs, too slow per mutant.
+        # Tensor parallel's plan and the layout (in process), and one step of each split model against the whole one
+        # (a 2-rank job of ~20 s); the training runs are torchrun jobs, too slow per mutant.
         " tests/trainer/test_tensor_parallel.py::test_bert_splits_q_k_v_and_the_mlp_up_by_columns_and_what_reads_them_back_by_rows"
         " tests/trainer/test_tensor_parallel.py::test_for_a_model_transformers_plans_the_derived_plan_is_its_own"
         " tests/trainer/test_tensor_parallel.py::test_deriving_the_plan_draws_nothing_from_the_generator_and_leaves_the_model_training"
         " tests/trainer/test_tensor_parallel.py::test_a_model_that_does_not_split_is_refused_in_one_line"
-        " tests/trainer/test_tensor_parallel.py::test_consecutive_ranks_split_a_copy_and_the_copies_train_on_different_data",
+        " tests/strategies/test_layout.py tests/trainer/test_split_gradients.py",
     ),
 }
 # Targets of which only some top-level definitions are the code under test: mutants elsewhere in the

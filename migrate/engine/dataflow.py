@@ -7,6 +7,8 @@ statements they are shown; each a fact a rule declares (`portlayer.migrate.engin
   `.to(<device gpu_id>)`;
 - `DEVICE_STRINGS`: names inside a function assigned a CUDA device string once and read only where a
   device goes (`loc = f"cuda:{i}"` then `torch.load(path, map_location=loc)`): the string is a device;
+- `CURRENT_DEVICES_HELD`: likewise `device = torch.cuda.current_device()` read only where a device goes: the
+  int is a device there;
 - `INT_DEVICE_ASSIGNMENTS`: `device = 0` (or `= torch.cuda.current_device()`), an int held by a name
   given as a device, whose uses may be anywhere.
 
@@ -87,12 +89,20 @@ def find_int_device_assignments(tree: ast.Module, source: str) -> tuple[tuple[in
 
 def find_device_strings(tree: ast.Module, source: str) -> frozenset[int]:
     """The lines of `name = "cuda..."` assignments whose name is read only as a device in its function."""
-    if "cuda:" not in source:
-        return frozenset()
+    return _held_only_as_devices(tree, _is_cuda_string) if "cuda:" in source else frozenset()
+
+
+def find_current_devices_held(tree: ast.Module, source: str) -> frozenset[int]:
+    """The lines of `name = torch.cuda.current_device()` whose name is read only as a device in its function
+    (Megatron-LM's `device = torch.cuda.current_device()`, then `torch.zeros(..., device=device)`)."""
+    return _held_only_as_devices(tree, _is_cuda_current_device) if "current_device" in source else frozenset()
+
+
+def _held_only_as_devices(tree: ast.Module, holds) -> frozenset[int]:
     lines: set[int] = set()
     for node in ast.walk(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            lines.update(_device_strings(node))
+            lines.update(_read_only_as_devices(node, holds))
     return frozenset(lines)
 
 
@@ -128,8 +138,13 @@ def _is_cuda_string(value: ast.expr) -> bool:
     return False
 
 
-def _device_strings(function: ast.FunctionDef | ast.AsyncFunctionDef) -> list[int]:
-    """The lines of `name = "cuda..."` assigned once in `function` and read only as a device there."""
+def _is_cuda_current_device(value: ast.expr) -> bool:
+    return isinstance(value, ast.Call) and not value.args and dotted(value.func) == "torch.cuda.current_device"
+
+
+def _read_only_as_devices(function: ast.FunctionDef | ast.AsyncFunctionDef, holds) -> list[int]:
+    """The lines of `name = <value>` assigned once in `function`, where `holds(value)`, and read only as a
+    device there."""
     stores: dict[str, int] = {}
     assigned: dict[str, ast.Assign] = {}
     reads: dict[str, int] = {}
@@ -145,7 +160,7 @@ def _device_strings(function: ast.FunctionDef | ast.AsyncFunctionDef) -> list[in
                 if isinstance(argument, ast.Name):
                     device_reads[argument.id] = device_reads.get(argument.id, 0) + 1
     return [assignment.lineno for name, assignment in assigned.items()
-            if stores.get(name) == 1 and _is_cuda_string(assignment.value) and reads.get(name)
+            if stores.get(name) == 1 and holds(assignment.value) and reads.get(name)
             and reads[name] == device_reads.get(name)]
 
 
@@ -160,5 +175,7 @@ def device_arguments(call: ast.Call) -> list[ast.expr]:
 INT_NAMES = Fact("the names that hold an int or a list of ints", lambda file, facts: find_int_names(file.tree))
 DEVICE_STRINGS = Fact("the CUDA device strings read only as devices",
                       lambda file, facts: find_device_strings(file.tree, file.text))
+CURRENT_DEVICES_HELD = Fact("the torch.cuda.current_device() held by names read only as devices",
+                            lambda file, facts: find_current_devices_held(file.tree, file.text))
 INT_DEVICE_ASSIGNMENTS = Fact("the int literals held by names given as devices",
                               lambda file, facts: find_int_device_assignments(file.tree, file.text))

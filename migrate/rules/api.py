@@ -87,5 +87,6 @@ class TorchCudaApi(ReferenceRule):
             return None
         template = self.target.api(suffix)
         if template is None:
-            self.report("PL401", node, f"torch.cuda.{suffix} has no equivalent on target '{self.target.name}'")
+            self.report("PL401", node, f"torch.cuda.{suffix} has no equivalent on target '{self.target.name}'",
+                        cuda_api.NO_EQUIVALENT_HINTS.get(suffix))
         return template

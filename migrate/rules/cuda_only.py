@@ -5,15 +5,18 @@
   `ProfilerActivity.XPU`, PrivateUse1 where the plugin registers a profiler), so no one spelling is right;
 - `torch.version.cuda` (PL409): None off CUDA, which breaks `version.parse(torch.version.cuda)`;
 - `torch.cuda.nccl` imports (PL410; its uses are reported by the API rule);
-- `torch._C._cuda_*` private bindings (PL401, like a torch.cuda name the target lacks).
+- `torch._C._cuda_*` private bindings (PL401, like a torch.cuda name the target lacks), or PL411 (info) where
+  the program probes for the binding first (`if hasattr(torch._C, "_cuda_x"): ...`), as it already dispatches.
 """
 
 from __future__ import annotations
 
 import libcst as cst
+import libcst.matchers as m
 
 from portlayer.migrate.engine.triggers import Words
 from portlayer.migrate.rules.base import ReferenceRule, dotted
+from portlayer.migrate.rules.strings import string_value
 
 _PROFILER_ACTIVITY = frozenset({
     "torch.profiler.ProfilerActivity.CUDA",
@@ -24,6 +27,9 @@ _PROFILER_ACTIVITY = frozenset({
 _PROFILER_MODULES = ("torch.profiler.", "torch.autograd.profiler.", "torch.autograd.profiler_legacy.")
 _NCCL = "torch.cuda.nccl"
 _PRIVATE = "torch._C._cuda"
+_HASATTR = m.Call(func=m.Name("hasattr"), args=[m.Arg(keyword=None), m.Arg(value=m.SimpleString(), keyword=None)])
+_PROBED_HINT = ("a torch built without CUDA (the vendors', the cpu's) lacks it, so the program's other branch "
+                "runs there; nothing to change")
 
 
 def is_nccl_module(module: str) -> bool:
@@ -43,11 +49,41 @@ class CudaOnlyNames(ReferenceRule):
             self.report("PL408", node, f"{name} records CUDA kernels only")
         elif name == "torch.version.cuda":
             self.report("PL409", node)
+        elif name.startswith(_PRIVATE) and self._probed(node, name):
+            self.report("PL411", node, f"{name} is probed first (`hasattr`): its branch runs only where torch "
+                                       "has the binding, a CUDA build", _PROBED_HINT)
         elif name.startswith(_PRIVATE):
             self.report("PL401", node, f"{name} is a private CUDA binding with no equivalent on target "
                                        f"'{self.target.name}'")
         else:
             return True
+        return False
+
+    def _probed(self, node: cst.CSTNode, name: str) -> bool:
+        """`node` runs only where `hasattr(<owner>, "<binding>")` held: it is in the body of an `if` that tests
+        it, or after it in an `and` (Megatron-LM's `if hasattr(_C, '_cuda_setRNGState') and callable(...)`)."""
+        child, parent = node, self._parent_or_none(node)
+        while parent is not None:
+            if isinstance(parent, cst.If) and child is parent.body and self._tests_hasattr(parent.test, name):
+                return True
+            if isinstance(parent, cst.BooleanOperation) and isinstance(parent.operator, cst.And) \
+                    and child is parent.right and self._tests_hasattr(parent.left, name):
+                return True
+            child, parent = parent, self._parent_or_none(parent)
+        return False
+
+    def _parent_or_none(self, node: cst.CSTNode) -> cst.CSTNode | None:
+        try:
+            return self.parent(node)
+        except KeyError:  # the module
+            return None
+
+    def _tests_hasattr(self, test: cst.BaseExpression, name: str) -> bool:
+        owner, _, attribute = name.rpartition(".")
+        for call in m.findall(test, _HASATTR):
+            probed, text = call.args[0].value, string_value(call.args[1].value)
+            if text == attribute and self.qualified(probed) == owner:
+                return True
         return False
 
     def visit_Call(self, node: cst.Call) -> None:

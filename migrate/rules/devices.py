@@ -23,6 +23,7 @@ import libcst as cst
 from portlayer.migrate.engine.dataflow import DEVICE_STRINGS
 from portlayer.migrate.engine.triggers import Words
 from portlayer.migrate.rules.base import code_of, dotted
+from portlayer.migrate.rules.precedence import enclosed
 from portlayer.migrate.rules.strings import (
     HANDLED,
     StringNode,
@@ -55,31 +56,6 @@ _TYPE_FIRST_ARGUMENT = {
 }
 _TORCH_DEVICE = "torch.device"
 _COMPARISONS = (cst.Equal, cst.NotEqual, cst.In, cst.NotIn)
-# Where any expression stands without parentheses: a question replacing a comparison needs none there.
-_STATEMENT_PARENTS = (cst.Arg, cst.Assign, cst.AnnAssign, cst.Return, cst.If, cst.While, cst.Assert, cst.Expr)
-_ATOM = 9
-
-
-def _binding(node: cst.BaseExpression) -> int:
-    """How tightly a question's spelling binds: `or` 1, `and` 2, `not` 3, a call or name _ATOM."""
-    if isinstance(node, cst.BooleanOperation):
-        return 2 if isinstance(node.operator, cst.And) else 1
-    if isinstance(node, cst.UnaryOperation):
-        return 3 if isinstance(node.operator, cst.Not) else _ATOM
-    return _ATOM if isinstance(node, (cst.Call, cst.Name, cst.Attribute)) else 0
-
-
-def _binding_needed(parent: cst.CSTNode) -> int:
-    """The least binding an operand of `parent` may have without parentheses."""
-    if isinstance(parent, _STATEMENT_PARENTS):
-        return 0
-    if isinstance(parent, cst.BooleanOperation):
-        return 2 if isinstance(parent.operator, cst.And) else 1
-    if isinstance(parent, cst.IfExp):
-        return 1
-    if isinstance(parent, cst.UnaryOperation) and isinstance(parent.operator, cst.Not):
-        return 3
-    return _ATOM
 
 
 def names_a_device(node: cst.CSTNode) -> bool:
@@ -250,11 +226,7 @@ class Devices(StringRoleRule):
 
     def _enclosed(self, replacement: cst.BaseExpression, original: cst.BaseExpression) -> cst.BaseExpression:
         """`replacement` in parentheses where it binds looser than what it replaces needs."""
-        if original.lpar:
-            return replacement.with_changes(lpar=original.lpar, rpar=original.rpar)
-        if _binding(replacement) >= _binding_needed(self.parent(original)):
-            return replacement
-        return replacement.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+        return enclosed(replacement, original, self.parent(original))
 
     # -- whole-call rewrites ------------------------------------------------------------------------
 

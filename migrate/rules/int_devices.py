@@ -12,9 +12,11 @@ not shown.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import libcst as cst
 
-from portlayer.migrate.engine.dataflow import INT_DEVICE_ASSIGNMENTS, INT_NAMES
+from portlayer.migrate.engine.dataflow import CURRENT_DEVICES_HELD, INT_DEVICE_ASSIGNMENTS, INT_NAMES
 from portlayer.migrate.engine.regions import USER_EXCLUSIONS
 from portlayer.migrate.engine.triggers import Words
 from portlayer.migrate.rules.base import FileRule, Rule, code_of, dotted
@@ -25,6 +27,20 @@ INDEX_NAMES = ("gpu", "gpu_id", "gpu_idx", "gpu_index", "local_gpu", "local_rank
                "device_index", "rank")
 # Names that hold GPU indices, given as a device one item at a time (`.to(device_ids[0])`).
 INDEX_LIST_NAMES = ("device_ids", "gpu_ids", "gpus")
+
+
+def device_arguments(node: cst.Call, qualified: Callable[[cst.CSTNode], str | None]) -> list[cst.BaseExpression]:
+    """The values `node` takes as a device: `.to(x)`'s first argument, and a torch function's or any method's
+    `device=` (`qualified` names what the call's function is; a user function's `device=` may be anything)."""
+    found = []
+    if is_method(node.func, "to"):
+        positional = [arg for arg in node.args if arg.keyword is None and not arg.star]
+        if positional:
+            found.append(positional[0].value)
+    name = qualified(node.func)
+    if isinstance(node.func, cst.Attribute) and (name is None or name.startswith("torch.")):
+        found += [arg.value for arg in node.args if arg.keyword is not None and arg.keyword.value == "device"]
+    return found
 
 
 class IntDeviceIndices(Rule):
@@ -41,7 +57,7 @@ class IntDeviceIndices(Rule):
         return Words()
 
     def visit_Call(self, node: cst.Call) -> None:
-        for value in self._device_arguments(node):
+        for value in device_arguments(node, self.qualified):
             if isinstance(value, cst.Subscript):
                 self._item(value)
                 continue
@@ -70,17 +86,6 @@ class IntDeviceIndices(Rule):
         else:
             self.report("PL412", value, f"{code_of(value)} is given as a device: an int there means a CUDA device")
 
-    def _device_arguments(self, node: cst.Call) -> list[cst.BaseExpression]:
-        found = []
-        if is_method(node.func, "to"):
-            positional = [arg for arg in node.args if arg.keyword is None and not arg.star]
-            if positional:
-                found.append(positional[0].value)
-        name = self.qualified(node.func)
-        if isinstance(node.func, cst.Attribute) and (name is None or name.startswith("torch.")):
-            found += [arg.value for arg in node.args if arg.keyword is not None and arg.keyword.value == "device"]
-        return found
-
     def leave_Name(self, original_node, updated_node):
         return self.replacements.get(original_node, updated_node)
 
@@ -92,7 +97,7 @@ class IntDeviceIndices(Rule):
 
 
 class IntDeviceAssignments(FileRule):
-    NEEDS = (INT_DEVICE_ASSIGNMENTS, INT_NAMES, USER_EXCLUSIONS)
+    NEEDS = (INT_DEVICE_ASSIGNMENTS, INT_NAMES, CURRENT_DEVICES_HELD, USER_EXCLUSIONS)
 
     @classmethod
     def fires_for(cls, target) -> bool:
@@ -103,6 +108,9 @@ class IntDeviceAssignments(FileRule):
         for line, col, name in self.fact(INT_DEVICE_ASSIGNMENTS):
             # `device_id = int(os.environ["LOCAL_RANK"])`: IntDeviceIndices converts each use as a device
             if name.rsplit(".", 1)[-1] in INDEX_NAMES and name in self.fact(INT_NAMES).names:
+                continue
+            # `device = torch.cuda.current_device()` read only as a device: CurrentDeviceGiven converts it
+            if line in self.fact(CURRENT_DEVICES_HELD):
                 continue
             if line not in excluded:
                 self.report_at("PL412", line, col, f"{name} holds an int and is given as a device: an int there "

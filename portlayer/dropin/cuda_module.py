@@ -68,6 +68,11 @@ def build(api: dict, device_module: ModuleType, retarget: Retarget) -> ModuleTyp
     for name in DEVICE_FIRST:
         setattr(cuda, name, leading_device(api[name], retarget))
     cuda.amp = _cuda_amp(api, device_type)
+    # The generator plumbing RNG trackers reach into (portlayer/generators.py), under torch.cuda's names,
+    # private ones included: the real torch.cuda's `_lazy_call` queues its callable until CUDA starts, never
+    # on a host without it, so a tracker's `set_state` would silently not happen.
+    cuda.default_generators, cuda.init = api["default_generators"], api["init"]
+    cuda._lazy_init, cuda._lazy_call = api["init"], api["lazy_call"]
     cuda.nvtx = nvtx  # a CPU build of torch (the vendors') has no NVTX: its torch.cuda.nvtx raises
     device = getattr(device_module, "device", None)
     if not isinstance(device, type):

@@ -54,12 +54,12 @@ def prepare(strategy: Strategy, core, setup):
 
     Imports the strategy's engine only now (torch's fully_shard, DeepSpeed), so that choosing a strategy
     costs nothing until one trains. The sharded strategies need a process group (`setup.group`); with
-    `setup.tensor_group`, the model is split over it (tensor parallel) and the strategy is data parallel over the
-    splits.
+    `setup.tensor_group` the model's layers are split over it (tensor parallel), with `setup.pipeline_group` its
+    blocks into stages (pipeline parallel), and the strategy is data parallel over the copies.
     """
     from portlayer.strategies.parallel import Parallel
 
-    if strategy.engine == "ddp" and setup.tensor_group is None:
+    if strategy.engine == "ddp" and not setup.layout.splits:
         return Parallel.prepare(strategy, core, setup)
     if setup.group is None:
         raise PortlayerError(
@@ -67,8 +67,12 @@ def prepare(strategy: Strategy, core, setup):
         )
     if setup.precision == "fp16":
         # torch's GradScaler unscales whole gradients; split or sharded ones would need their own loss scaling.
-        split = f"--strategy {strategy.name}" if setup.tensor_group is None else "tensor parallel"
+        split = setup.layout.describe().split(" (")[0] or f"--strategy {strategy.name}"
         raise PortlayerError(f"{split} trains in fp32 or bf16, not fp16 (no loss scaling of split gradients)")
+    if setup.pipeline_group is not None:
+        from portlayer.strategies.pipeline_parallel import PipelineParallel
+
+        return PipelineParallel.prepare(strategy, core, setup)
     if setup.tensor_group is not None:
         from portlayer.strategies.tensor_parallel import TensorParallel
 

@@ -12,21 +12,24 @@ from torch.distributed.checkpoint.state_dict import (
     set_optimizer_state_dict,
 )
 
-# Saving: gathered whole, on rank 0's host memory only. Loading: every rank reads the whole file.
-_SAVE = StateDictOptions(full_state_dict=True, cpu_offload=True)
-_LOAD = StateDictOptions(full_state_dict=True)
+# Saving: gathered whole, on rank 0's host memory only (a pipeline stage's writer is not rank 0: on every rank of
+# the stage). Loading: every rank reads the whole file.
+ON_RANK_0 = StateDictOptions(full_state_dict=True, cpu_offload=True)
+ON_EVERY_RANK = StateDictOptions(full_state_dict=True)
 
 
 class GatheredState:
     """`Parallel.full_state` / `load_full_state` for a `core` of DTensor parameters (a mixin: every rank calls
     them, they are collective)."""
 
+    gathered_to = ON_RANK_0
+
     def full_state(self) -> dict:
         return {
-            "model": get_model_state_dict(self.core, options=_SAVE),
-            "optimizer": get_optimizer_state_dict(self.core, self.optimizer, options=_SAVE),
+            "model": get_model_state_dict(self.core, options=self.gathered_to),
+            "optimizer": get_optimizer_state_dict(self.core, self.optimizer, options=self.gathered_to),
         }
 
     def load_full_state(self, state: dict) -> None:
-        set_model_state_dict(self.core, state["model"], options=_LOAD)
-        set_optimizer_state_dict(self.core, self.optimizer, state["optimizer"], options=_LOAD)
+        set_model_state_dict(self.core, state["model"], options=ON_EVERY_RANK)
+        set_optimizer_state_dict(self.core, self.optimizer, state["optimizer"], options=ON_EVERY_RANK)

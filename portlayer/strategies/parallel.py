@@ -12,7 +12,7 @@ strategies refine it (`fsdp2.py`, `zero.py`); the loop sees one interface:
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,6 +21,7 @@ import torch
 
 import portlayer
 from portlayer.errors import PortlayerError
+from portlayer.precision import PRECISIONS
 from portlayer.strategies import Strategy
 from portlayer.strategies.layout import Layout
 
@@ -40,6 +41,7 @@ class Setup:
     grad_accum: int
     max_grad_norm: float
     precision: str = "fp32"
+    seq_len: int | None = None  # tokens per sample (a pipeline's stages exchange tensors of known shape)
     tensor_group: Any = None  # the ranks that split each layer (`layout.Layout`); None: no tensor parallel
     pipeline_group: Any = None  # the stages of this rank's copy of the model, in order; None: no pipeline
     layout: Layout = Layout()
@@ -77,6 +79,30 @@ class Parallel:
             return contextlib.nullcontext()
         return self.model.no_sync()
 
+    def forward_context(self):
+        """The block a forward runs in: autocast to the precision's 16-bit type, or nothing for fp32."""
+        chosen = PRECISIONS[self.setup.precision]
+        return portlayer.autocast(enabled=chosen.autocast, dtype=chosen.dtype)
+
+    def forward_backward(self, micro_batches: Iterable[dict[str, torch.Tensor]]) -> list[torch.Tensor]:
+        """Forward and backward of one step's micro-batches (`grad_accum` of them), gradients reduced on the last;
+        this rank's loss of each, on the device, unread."""
+        losses = []
+        for position, batch in enumerate(micro_batches):
+            with self.accumulating(last=position == self.setup.grad_accum - 1):
+                with self.forward_context():
+                    loss = self.model(**batch).loss
+                self.backward(loss)
+            losses.append(loss.detach().float())
+        return losses
+
+    @torch.no_grad()
+    def evaluation_loss(self, batch: dict[str, torch.Tensor]) -> torch.Tensor | None:
+        """The model's loss on `batch` (in eval mode); None on a rank that computes no loss (a pipeline's
+        stages before the last)."""
+        with self.forward_context():
+            return self.model(**batch).loss
+
     def backward(self, loss: torch.Tensor) -> None:
         self.scaler.scale(loss / self.setup.grad_accum).backward()
 
@@ -111,9 +137,13 @@ class Parallel:
             torch.save(state, folder / STATE_FILE)
 
     def load(self, folder: Path) -> None:
-        path = folder / STATE_FILE
+        self.load_from(folder / STATE_FILE)
+
+    def load_from(self, path: Path) -> None:
+        """Load the state `save` wrote into `path`."""
+        folder = path.parent
         if not path.exists():
-            raise PortlayerError(f"{folder}: no {STATE_FILE}; was it saved under another strategy?")
+            raise PortlayerError(f"{folder}: no {path.name}; was it saved under another strategy or layout?")
         # weights_only=False: the scheduler's state holds the schedule's lambdas' settings, written by us.
         state = torch.load(path, map_location="cpu", weights_only=False)
         self.load_full_state(state)

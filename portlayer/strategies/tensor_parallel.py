@@ -23,9 +23,10 @@ from torch.distributed.tensor import DTensor
 from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
 
 from portlayer.errors import PortlayerError
-from portlayer.strategies import Strategy
+from portlayer.strategies import Strategy, sequence_parallel
 from portlayer.strategies.fsdp2 import blocks
 from portlayer.strategies.gathered_state import GatheredState
+from portlayer.strategies.gradients import average, local_parts, total_norm
 from portlayer.strategies.layout import Layout
 from portlayer.strategies.parallel import Parallel, Setup
 
@@ -106,20 +107,62 @@ def _nothing_to_split(model: torch.nn.Module) -> str:
     )
 
 
+@dataclass(frozen=True)
+class SplitPlan:
+    """The layers to split and how, by the modules themselves (a pipeline stage keeps some of them, renamed); with
+    --sp, the modules whose input is gathered along the sequence (`sequence_parallel.py`)."""
+
+    layers: list[tuple[torch.nn.Module, str]]
+    mesh: DeviceMesh
+    gathered: list[torch.nn.Module] | None = None  # None: no sequence parallel
+
+    def apply(self, core: torch.nn.Module) -> None:
+        """Split the plan's layers that `core` still holds."""
+        held = {id(module) for module in core.modules()}
+        sequence = self.gathered is not None
+        alone = {id(module) for module in self.gathered or ()}
+        for layer, style in self.layers:
+            if id(layer) in held:
+                # Each layer by itself, not a plan of names: torch 2.6 matched `layer.0.output.dense` again for
+                # `layer.0.attention.output.dense` (BERT), splitting it twice.
+                parallelize_module(layer, self.mesh, _style(style, sequence, gathers=id(layer) in alone))
+        if sequence:
+            gathered = [module for module in self.gathered if id(module) in held and style_of(self, module) is None]
+            sequence_parallel.install(core, gathered, self.mesh)
+
+
+def style_of(plan: SplitPlan, module: torch.nn.Module) -> str | None:
+    return next((style for layer, style in plan.layers if layer is module), None)
+
+
+def _style(style: str, sequence: bool, gathers: bool):
+    """torch's style for a split layer: under --sp, a column-split layer that runs alone gathers the sequence
+    itself, and a row-split one reduce-scatters its output along it."""
+    if not sequence:
+        return _STYLES[style]()
+    if style == COLWISE:
+        return ColwiseParallel(input_layouts=sequence_parallel.SEQUENCE) if gathers else ColwiseParallel()
+    return RowwiseParallel(output_layouts=sequence_parallel.SEQUENCE)
+
+
+def split_layers(core: torch.nn.Module, setup: Setup) -> SplitPlan:
+    """The plan of splitting `core` over `setup.tensor_group`, from one forward of the whole model."""
+    plan = tensor_plan(core, dist.get_world_size(setup.tensor_group))
+    mesh = DeviceMesh.from_group(setup.tensor_group, setup.device.type)
+    layers = [(core.get_submodule(name), style) for name, style in plan.items()]
+    if not setup.layout.sequence:
+        return SplitPlan(layers, mesh)
+    return SplitPlan(layers, mesh, [core.get_submodule(name) for name in sequence_parallel.gather_points(plan)])
+
+
 class TensorParallel(GatheredState, Parallel):
     """The split model, its gradients averaged over the data-parallel group (`setup.group`) on the last
     micro-batch as DDP would, clipped by the norm of the whole model."""
 
     @classmethod
     def prepare(cls, strategy: Strategy, core: torch.nn.Module, setup: Setup) -> TensorParallel:
-        tensor = dist.get_world_size(setup.tensor_group)
-        plan = tensor_plan(core, tensor)
-        mesh = DeviceMesh.from_group(setup.tensor_group, setup.device.type)
-        for name, style in plan.items():
-            # Each layer by itself, not a plan of names: torch 2.6 matched `layer.0.output.dense` again for
-            # `layer.0.attention.output.dense` (BERT), splitting it twice.
-            parallelize_module(core.get_submodule(name), mesh, _STYLES[style]())
-        optimizer = setup.make_optimizer(_split_apart(core))
+        split_layers(core, setup).apply(core)
+        optimizer = setup.make_optimizer(split_apart(core))
         return cls(core, core, optimizer, setup.make_scheduler(optimizer), setup)
 
     @property
@@ -130,48 +173,33 @@ class TensorParallel(GatheredState, Parallel):
     def accumulating(self, last: bool):
         return contextlib.nullcontext()  # gradients are averaged once, in `clip_gradients`
 
-    def clip_gradients(self) -> torch.Tensor:
+    def local_gradients(self) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+        """(the model's gradients, this rank's part of each)."""
         grads = [p.grad for p in self.core.parameters() if p.grad is not None]
-        local = [grad.to_local() if isinstance(grad, DTensor) else grad for grad in grads]
+        return grads, local_parts(grads)
+
+    def complete_sequence_gradients(self) -> None:
+        if self.setup.layout.sequence:
+            sequence_parallel.complete_gradients(self.core, self.setup.tensor_group)
+
+    def gradient_norm(self, grads: list[torch.Tensor], local: list[torch.Tensor]) -> torch.Tensor:
+        """The whole model's gradient norm from this rank's parts of `grads` (`local`)."""
+        return total_norm(grads, local, self.setup.tensor_group)
+
+    def clip_gradients(self) -> torch.Tensor:
+        self.complete_sequence_gradients()
+        grads, local = self.local_gradients()
         if dist.get_world_size(self.setup.group) > 1:
-            _average(local, self.setup.group)
-        norm = _total_norm(grads, local, self.setup.tensor_group)
+            average(local, self.setup.group)
+        norm = self.gradient_norm(grads, local)
         torch._foreach_mul_(local, (self.setup.max_grad_norm / (norm + 1e-6)).clamp(max=1.0))
         return norm
 
 
-def _split_apart(core: torch.nn.Module) -> list[dict]:
+def split_apart(core: torch.nn.Module) -> list[dict]:
     """The parameters in two groups, split (DTensors) and whole: a foreach optimizer (the default on a device)
     takes one kind of tensor per call."""
     parameters = list(core.parameters())
     split = [parameter for parameter in parameters if isinstance(parameter, DTensor)]
     whole = [parameter for parameter in parameters if not isinstance(parameter, DTensor)]
     return [{"params": group} for group in (split, whole) if group]
-
-
-def _average(tensors: list[torch.Tensor], group) -> None:
-    """Average `tensors` over `group` in place, in one all-reduce (DDP's buckets, as one)."""
-    flat = torch.cat([tensor.reshape(-1) for tensor in tensors])
-    dist.all_reduce(flat, group=group)
-    flat /= dist.get_world_size(group)
-    for tensor, part in zip(tensors, flat.split([tensor.numel() for tensor in tensors])):
-        tensor.copy_(part.view_as(tensor))
-
-
-def _total_norm(grads: list[torch.Tensor], local: list[torch.Tensor], tensor_group) -> torch.Tensor:
-    """The 2-norm of the whole model's gradient: a split layer's squares summed over the tensor-parallel ranks,
-    a whole (replicated) one's counted once."""
-    split, whole = [], []
-    for grad, part in zip(grads, local):
-        is_split = isinstance(grad, DTensor) and any(placement.is_shard() for placement in grad.placements)
-        (split if is_split else whole).append(part)
-    device = local[0].device
-    split_squares, whole_squares = _sum_of_squares(split, device), _sum_of_squares(whole, device)
-    dist.all_reduce(split_squares, group=tensor_group)
-    return (split_squares + whole_squares).sqrt()
-
-
-def _sum_of_squares(tensors: list[torch.Tensor], device: torch.device) -> torch.Tensor:
-    if not tensors:
-        return torch.zeros((), device=device)
-    return torch.stack(torch._foreach_norm(tensors)).float().square().sum()

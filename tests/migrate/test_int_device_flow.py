@@ -11,6 +11,7 @@ import pytest
 from portlayer.migrate.engine import migrate_source
 from portlayer.migrate.engine.dataflow import (
     IntNames,
+    find_current_devices_held,
     find_device_strings,
     find_int_device_assignments,
     find_int_names,
@@ -238,3 +239,20 @@ def test_a_gpu_index_the_codemod_converts_at_each_use_is_not_reported_where_it_i
     held = source.replace("device_id = int(os.environ['LOCAL_RANK'])", "device = 0").replace("(device_id)", "(device)")
     assert [d.code for d in migrate_source(held, "neutral").diagnostics] == ["PL412"]
     assert migrate_source(held, "npu").diagnostics == ()
+
+
+@pytest.mark.parametrize(
+    ("body", "held"),
+    [
+        ("device = torch.cuda.current_device()\n    return torch.zeros(1, device=device).to(device)", True),
+        ("device = torch.cuda.current_device()\n    torch.cuda.set_device(device)\n    return torch.zeros(1, device=device)",
+         False),  # also read as an index
+        ("device = torch.cuda.current_device()\n    device = 1\n    return torch.zeros(1, device=device)", False),
+        ("device = torch.cuda.current_device()", False),  # never read
+        ("device = torch.cuda.current_device(0)\n    return torch.zeros(1, device=device)", False),
+        ("device = get_accelerator().current_device()\n    return torch.zeros(1, device=device)", False),
+    ],
+)
+def test_a_current_device_is_held_only_as_a_device_where_every_read_of_its_name_is_a_device(body, held):
+    source = f"import torch\ndef f():\n    {body}\n"
+    assert find_current_devices_held(ast.parse(source), source) == (frozenset({3}) if held else frozenset())

@@ -330,3 +330,23 @@ def test_the_torch_target_names_the_device_type_once_below_the_imports():
 def test_a_file_that_binds_the_name_keeps_the_expression_at_each_site():
     source = 'import torch\nDEVICE_TYPE = "x"\nwith torch.autocast(device_type="cuda"):\n    pass\n'
     assert "(torch.accelerator.current_accelerator(check_available=True) or" in migrate_source(source, "torch").code
+
+
+CURRENT_DEVICE_GIVEN = """
+import torch
+x = torch.zeros(2, device=torch.cuda.current_device())
+y = torch.ones(1).to(torch.cuda.current_device())
+d = torch.device(torch.cuda.current_device())
+def allocate(n):
+    device = torch.cuda.current_device()
+    return torch.zeros(n, device=device)
+z = allocate(2)
+"""
+
+
+@pytest.mark.parametrize("target", RUN_TARGETS)
+def test_the_current_device_given_as_a_device_places_on_the_cpu_where_there_is_no_accelerator(target):
+    # Megatron-LM's `device=torch.cuda.current_device()`: an int, which torch makes the accelerator's device.
+    # Held by a name read only as a device, too.
+    read = run_migrated(CURRENT_DEVICE_GIVEN, target, "read = [str(x.device), str(y.device), str(d), str(z.device)]")
+    assert read == ["cpu", "cpu", "cpu", "cpu"]

@@ -13,7 +13,8 @@ pytestmark = pytest.mark.usefixtures("cpu_backend")
 
 def test_every_api_name_is_bound_on_the_module():
     for name in BOUND:
-        assert callable(getattr(portlayer, name)), name
+        # default_generators is torch.cuda's tuple of generators, not a function.
+        assert callable(getattr(portlayer, name)) or name == "default_generators", name
     assert set(BOUND) <= set(dir(portlayer))
 
 

@@ -23,7 +23,7 @@ portlayer.is_bf16_supported(); portlayer.is_available(); portlayer.device_count(
 event = portlayer.Event(enable_timing=True); event.record()
 stream = portlayer.Stream(priority=-1)
 with portlayer.stream(stream): pass
-portlayer.current_stream(); portlayer.default_stream()
+portlayer.current_stream(); portlayer.default_stream(); portlayer.is_current_stream_capturing()
 with portlayer.autocast(dtype=torch.float16):
     autocast_on = torch.is_autocast_enabled(portlayer.device_type())
 print(json.dumps({

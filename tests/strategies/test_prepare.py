@@ -1,12 +1,16 @@
 """`portlayer.strategies.prepare`: which engine a strategy gets, and the refusals that need no ranks."""
 
+import re
+
 import pytest
 import torch
 
 from portlayer.errors import PortlayerError
 from portlayer.strategies import fsdp2, get_strategy, prepare
 from portlayer.strategies.fsdp2 import blocks
+from portlayer.strategies.layout import Layout
 from portlayer.strategies.parallel import Parallel, Setup
+from portlayer.train.presets import build_model, get_preset
 from tests.trainer.helpers import needs_cpu_fsdp2
 
 
@@ -187,7 +191,7 @@ def test_a_ddp_checkpoint_is_written_by_rank_0_only_and_restores_model_optimizer
 
 
 def test_loading_a_ddp_checkpoint_from_a_folder_without_one_names_the_folder(tmp_path):
-    with pytest.raises(PortlayerError, match=r"^.*: no model-optimizer.pt; was it saved under another strategy\?$"):
+    with pytest.raises(PortlayerError, match=r"^.*: no model-optimizer.pt; was it saved under another strategy or layout\?$"):
         ddp_in_one_process(0).load(tmp_path)
 
 
@@ -331,3 +335,18 @@ def test_zero_in_a_process_group_is_deepspeeds_engine_at_the_strategys_stage(one
     parallel.backward(parallel.model(torch.ones(1, 2)).sum())
     parallel.step()
     assert not torch.equal(model.weight.detach(), before)  # the engine stepped at the last micro-batch
+
+
+@pytest.mark.parametrize(
+    ("overrides", "refusal"),
+    [
+        ({"output_router_logits": True}, "pipeline parallel takes the loss from the last stage's logits, without the "
+                                         "router's auxiliary loss: set output_router_logits false"),
+        ({"num_hidden_layers": 3}, "the model's 3 layers do not split over --pp 2"),
+    ],
+)
+def test_a_model_a_pipeline_cannot_cut_is_refused_by_the_ranks_before_any_collective(overrides, refusal):
+    model = build_model(get_preset("mixtral-8x7b-tiny"), config_overrides=overrides)
+    pipeline = setup(group=object(), pipeline_group=object(), layout=Layout(pipeline=2), grad_accum=2)
+    with pytest.raises(PortlayerError, match=f"^{re.escape(refusal)}"):
+        prepare(get_strategy("ddp"), model, pipeline)

@@ -25,8 +25,9 @@ TINY_PRESETS = ("gpt2-tiny", "bert-base-uncased-tiny", "mixtral-8x7b-tiny")
 # is `portlayer parity compare`'s default tolerance, written here on its own so the tests do not take it
 # from the code they check.
 RTOL = 1e-5
-# Where each sharded strategy (and tensor parallel, "tp") keeps its model and optimizer state in a checkpoint folder.
-STRATEGY_STATE = {"fsdp2": "model-optimizer.pt", "tp": "model-optimizer.pt", "zero2": "deepspeed", "zero3": "deepspeed"}
+# Where each sharded strategy (and tensor and pipeline parallel, "tp", "pp") keeps its model and optimizer state in a checkpoint folder.
+STRATEGY_STATE = {"fsdp2": "model-optimizer.pt", "tp": "model-optimizer.pt", "pp": "model-optimizer.stage-0-of-2.pt",
+                  "zero2": "deepspeed", "zero3": "deepspeed"}
 # A killed run: `--save-every` and `--fault` of its first launch; the second resumes from the checkpoint.
 KILL_OPTIONS = ("--save-every", 10, "--fault", "exit@15:1")
 # A bf16 step on this cpu (no bf16 matmul units) costs a few seconds: the live run is the first third of the H200's

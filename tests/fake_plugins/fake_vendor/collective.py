@@ -2,7 +2,8 @@
 
 Gloo accepts cpu tensors only; device tensors here live in host memory, so each collective hands gloo cpu
 tensors over the same memory (`fake_device::host_view`, no copy) and the results land in the device
-tensors themselves. Every collective completes before it returns, as the device's work is synchronous.
+tensors themselves. Every collective completes before it returns, as the device's work is synchronous; a send or
+receive runs on, as the vendors' do.
 """
 
 from __future__ import annotations
@@ -118,11 +119,14 @@ class HostCollective(dist.ProcessGroup):
         work = self._gloo.alltoall_base(_host(output), _host(input), output_split_sizes, input_split_sizes, opts)
         return self._run(work, [output])
 
+    # Point-to-point work is left running, as HCCL's and NCCL's is: a pipeline posts a stage's send and receive
+    # together and waits for both, and a send that waited for its receiver before returning would never see the
+    # receive the other side posts after its own send. The host views carry the data in place.
     def send(self, tensors, dst, tag):
-        return self._run(self._gloo.send(_hosts(tensors), dst, tag), tensors)
+        return self._gloo.send(_hosts(tensors), dst, tag)
 
     def recv(self, tensors, src, tag):
-        return self._run(self._gloo.recv(_hosts(tensors), src, tag), tensors)
+        return self._gloo.recv(_hosts(tensors), src, tag)
 
     def barrier(self, opts=None):
         return self._run(self._gloo.barrier(opts if opts is not None else dist.BarrierOptions()), [])

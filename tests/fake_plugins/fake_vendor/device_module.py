@@ -72,6 +72,8 @@ def build(vendor: Vendor, device_count: int) -> dict:
         **_events(devices),
         **_streams(devices),
         **_amp(devices.type),
+        # Both vendors export it (their graph capture is not stood in: nothing is ever capturing here).
+        "is_current_stream_capturing": lambda: False,
         # What torch's RNG seeding asks a privateuse1 module for.
         "is_initialized": lambda: True,
         "_lazy_init": _nothing,
