@@ -275,10 +275,6 @@ def _run(shape, capacity, on, progress) -> _Result:
     layout = shape.training.layout
     layout.check_model(model.config)  # the heads over --tp, the layers over --pp
     layout.check_sequence(next(iter(model.batch.values())).shape[1])
-    if layout.sequence:
-        # No trainer code to step yet (portlayer.strategies has no sequence parallel): the collectives and which
-        # activations hold 1/tp of the sequence are the implementation's, and are not guessed here.
-        raise PortlayerError("--sp is not predicted yet: the trainer has no sequence parallel to step (try --tp alone)")
     prediction = plan.predict(shape, progress, on)
     suggestions = []
     size, label = capacity if capacity else (None, None)

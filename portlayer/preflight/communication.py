@@ -5,7 +5,8 @@ collective library (HCCL on a 910B, MCCL on an S4000, NCCL on NVIDIA).
         traffic.describe()   # "all-reduce over tp (2 ranks), backward: 5 a layer and micro-batch, 320 a step, 20.0 MiB"
 
 Recorded where the fake step runs them: tensor parallel's all-reduces (DTensor's, one per rowwise layer's
-output in the forward and one per colwise layer's input gradient in the backward), the split's flat gradient
+output in the forward and one per colwise layer's input gradient in the backward), under --sp its all-gathers
+and reduce-scatters along the sequence instead, the split's flat gradient
 average over the data-parallel group and its clip norm over the tensor-parallel group, over fake groups named
 tp and dp (`split_rank`). Recorded at 1 and 2 layers, each count and size is affine in the layers and is scaled
 like memory: to the rank's layers, and to the step's micro-batches.
@@ -30,7 +31,13 @@ PHASES = ("forward", "backward", "optimizer")
 RECORDED_WHY = {
     ("all-reduce", "tp", "forward"): "each rowwise layer's partial output: attention's o, the MLP's down",
     ("all-reduce", "tp", "backward"): "each colwise layer's input gradient, one per layer: q, k, v; gate, up",
-    ("all-reduce", "tp", "optimizer"): "the clip norm's squares",
+    ("all-reduce", "tp", "optimizer"): "the clip norm's squares; under --sp first the gradients of the layers that saw "
+                                        "a part of the sequence (norms), summed",
+    ("all-gather", "tp", "forward"): "--sp: the sequence gathered where each attention and MLP starts, and after the "
+                                     "last block",
+    ("reduce-scatter", "tp", "forward"): "--sp: each rowwise layer's output scattered along the sequence",
+    ("all-gather", "tp", "backward"): "--sp: the gradients of the scattered outputs (and of the first block's part)",
+    ("reduce-scatter", "tp", "backward"): "--sp: the gradients of the gathered inputs",
     ("all-reduce", "dp", "optimizer"): "the gradients, averaged in one flat copy",
 }
 

@@ -29,9 +29,11 @@ def test_the_tensor_by_tensor_count_at_the_papers_assumptions_is_its_equations(s
         24 * paper.sequence_parallel(s, b, h, a, t))
 
 
-def layer_activations(tensor: int, **training) -> tuple[int, int]:
-    """(preflight's activations per layer on a rank of --tp `tensor`, s*b*h) for bert-base on an H100's kernels."""
-    shape = Shape(BERT, BATCH, SEQ, {}, Training(nproc=tensor, layout=Layout(tensor), **training))
+def layer_activations(tensor: int, sequence: bool = False, **training) -> tuple[int, int]:
+    """(preflight's activations per layer on a rank of --tp `tensor` (--sp), s*b*h) for bert-base on an H100's
+    kernels."""
+    layout = Layout(tensor, sequence=sequence)
+    shape = Shape(BERT, BATCH, SEQ, {}, Training(nproc=tensor, layout=layout, **training))
     model = source(shape)
     prediction = predict(model, shape.training, on=On(get_target("cuda"), (9, 0)))
     return prediction.scaled.layer_activations, SEQ * BATCH * model.config.hidden_size
@@ -71,3 +73,16 @@ def test_under_bf16_autocast_a_layer_keeps_what_autocast_adds_to_the_papers_16_b
     extra = autocast_extra(sbh, 768, tensor, fp32_weights="precision" in training)
     assert abs(measured - (counted + extra)) <= 0.10 * counted, (measured / sbh, counted / sbh, extra / sbh)
     assert abs(measured - counted) > 0.10 * counted  # the paper's count alone is not enough: the extra is real
+
+
+@pytest.mark.parametrize("tensor", [2, 4])
+def test_sequence_parallel_keeps_the_gathered_inputs_of_the_qkv_and_mlp_matmuls_whole(tensor):
+    # Megatron keeps the QKV's and the first MLP matmul's input split along the sequence and gathers it again in
+    # the backward (§4.2.2); the trainer's DTensor layers keep what they gathered: those two inputs stay whole,
+    # 2 x (1 - 1/t) x 4 sbh in fp32 more than eq. (3)'s count, traded for one all-gather less in the backward.
+    measured, sbh = layer_activations(tensor, sequence=True)
+    saved = Activations(element=4, dropout=True, attention=FUSED)
+    counted = paper.layer_bytes(SEQ, BATCH, 768, 12, tensor, sequence_parallel=True, saved=saved)
+    gathered_whole = 2 * saved.element * sbh * (1 - 1 / tensor)
+    assert abs(measured - (counted + gathered_whole)) <= 0.10 * counted, (measured / sbh, counted / sbh)
+    assert abs(measured - counted) > 0.10 * counted

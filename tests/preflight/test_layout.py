@@ -78,6 +78,23 @@ def test_tensor_parallel_all_reduces_each_rowwise_output_and_each_colwise_input_
     assert len(traffic) == 4
 
 
+def test_sequence_parallel_gathers_and_scatters_the_sequence_around_each_attention_and_mlp(model_source):
+    layers, micro_batches = QWEN["num_hidden_layers"], 2
+    prediction, traffic = rank(model_source, 2, Layout(tensor=2, sequence=True), grad_accum=micro_batches)
+    found = {(t.kind, t.phase): t for t in traffic if t.group == "tp"}
+    whole = BATCH * SEQ * QWEN["hidden_size"] * 4  # the whole sequence's hidden states, fp32
+    for kind in ("all-gather", "reduce-scatter"):
+        for phase in ("forward", "backward"):
+            assert found[kind, phase].per_layer == 2  # attention's and the MLP's
+            assert found[kind, phase].bytes == found[kind, phase].calls * whole
+    # Once a micro-batch: the whole sequence gathered back after the last block (forward), and the gradient of the
+    # part the first block took (backward).
+    assert found["all-gather", "forward"].calls == (2 * layers + 1) * micro_batches
+    assert found["all-gather", "backward"].calls == (2 * layers + 1) * micro_batches
+    assert ("all-reduce", "forward") not in found and ("all-reduce", "backward") not in found
+    assert prediction.memory.activations < rank(model_source, 2, Layout(tensor=2), micro_batches)[0].memory.activations
+
+
 def test_the_first_1f1b_stage_holds_the_whole_models_layers_worth_of_activations(model_source):
     # Korthikanti et al. §4.2.3, eq. (4): p micro-batches of L/p layers each; GPipe holds all m.
     whole, _ = rank(model_source, 1, Layout())
@@ -143,7 +160,6 @@ def test_each_collective_is_a_finding_in_the_machine_formats(config):
         (["--pp", 2, "--nproc", 2], "a 1F1B pipeline of 2 stages needs at least 2 micro-batches"),
         (["--sp", "--nproc", 2], "--sp splits the sequence over the --tp ranks: give --tp 2 or more"),
         (["--tp", 2, "--sp", "--nproc", 2, "--seq-len", 63], "--seq-len 63 does not split over --tp 2 (--sp)"),
-        (["--tp", 2, "--sp", "--nproc", 2], "--sp is not predicted yet"),
         (["--tp", 2, "--nproc", 2, "--strategy", "zero2"], "--tp 2 composes with --strategy ddp, not yet with zero2"),
         (["--tp", 2, "--nproc", 2, "--lora-r", 4], "--tp 2 with --lora-r"),
     ],

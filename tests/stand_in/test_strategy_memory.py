@@ -33,7 +33,8 @@ def measured_and_predicted(strategy: str, directory: Path, nproc: int = 2,
                            layout: Layout = DATA_PARALLEL) -> tuple[list[int], object]:
     config = directory / "config.json"
     config.write_text(json.dumps(TINY_QWEN))
-    run = torchrun("npu", STEP, config, strategy, BATCH, SEQ_LEN, "--tp", layout.tensor, nproc=nproc, cwd=directory)
+    split = ["--tp", layout.tensor, *(["--sp"] if layout.sequence else [])]
+    run = torchrun("npu", STEP, config, strategy, BATCH, SEQ_LEN, *split, nproc=nproc, cwd=directory)
     assert run.returncode == 0, run.stdout[-4000:]
     # The ranks share one pipe: their lines may run together.
     peaks = [int(peak) for peak in re.findall(r'\{"rank": \d, "peak": (\d+)\}', run.stdout)]
@@ -49,9 +50,13 @@ def test_the_peak_per_rank_is_within_5_percent_of_the_device_allocator(strategy,
         assert abs(memory.total - peak) <= 0.05 * peak, (strategy, memory, peak)
 
 
-@pytest.mark.parametrize(("nproc", "tensor"), [(2, 2), (4, 2)])  # one split model; two copies, data parallel
-def test_a_tensor_parallel_rank_is_within_5_percent_of_the_device_allocator(nproc, tensor, tmp_path,
+@pytest.mark.parametrize(
+    ("nproc", "layout"),
+    [(2, Layout(2)), (4, Layout(2)), (2, Layout(2, sequence=True))],  # one split model; two copies; --sp
+    ids=["tp2", "tp2-dp2", "tp2-sp"],
+)
+def test_a_tensor_parallel_rank_is_within_5_percent_of_the_device_allocator(nproc, layout, tmp_path,
                                                                             stand_in_device):
-    peaks, memory = measured_and_predicted("ddp", tmp_path, nproc, Layout(tensor))
+    peaks, memory = measured_and_predicted("ddp", tmp_path, nproc, layout)
     for peak in peaks:
-        assert abs(memory.total - peak) <= 0.05 * peak, (nproc, tensor, memory, peak)
+        assert abs(memory.total - peak) <= 0.05 * peak, (nproc, layout, memory, peak)
