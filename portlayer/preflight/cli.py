@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from functools import cached_property
 
 import click
 
@@ -31,6 +32,7 @@ from portlayer.preflight.plugin_backends import PLUGIN_BACKENDS
 from portlayer.progress import terminal_bar
 from portlayer.strategies import DEFAULT as DEFAULT_STRATEGY
 from portlayer.strategies import STRATEGIES
+from portlayer.strategies.layout import ONE_F_ONE_B, PIPELINE_SCHEDULES, Layout
 
 STAGES = {"setup": "loading torch and the model code", "model": "building the model (fake tensors)",
           "forward": "forward", "backward": "backward", "optimizer": "optimizer step",
@@ -86,6 +88,14 @@ class StageLine:
               help="How the job shards its state (portlayer.strategies, as the trainer runs it).")
 @click.option("--nproc", type=click.IntRange(min=1), default=1, show_default=True,
               help="The world size whose per-rank shares are predicted (nothing is launched).")
+@click.option("--tp", "--tensor-model-parallel-size", "tensor", type=click.IntRange(min=1), default=1,
+              show_default=True, help="Ranks that split each layer's matmuls (the trainer's tensor parallel).")
+@click.option("--sp", "--sequence-parallel", "sequence", is_flag=True,
+              help="Outside the split matmuls each --tp rank keeps 1/tp of the sequence (Megatron's).")
+@click.option("--pp", "--pipeline-model-parallel-size", "pipeline", type=click.IntRange(min=1), default=1,
+              show_default=True, help="Pipeline stages of consecutive blocks; micro-batches = --grad-accum.")
+@click.option("--pp-schedule", "schedule", type=click.Choice(PIPELINE_SCHEDULES), default=ONE_F_ONE_B,
+              show_default=True, help="The pipeline's order of micro-batch forwards and backwards.")
 @click.option("--lora-r", type=click.IntRange(min=1),
               help="LoRA of this rank on the attention projections, the base model frozen (as peft).")
 @click.option("--gradient-checkpointing", is_flag=True, help="Recompute each layer's activations in the backward.")
@@ -151,10 +161,22 @@ def _shape(preset, config_path, step: dict):
     if step["grad_accum"] > 1 and step["strategy"] != DEFAULT_STRATEGY:
         raise PortlayerError(f"--grad-accum is predicted under {DEFAULT_STRATEGY} only (the sharded engines "
                              f"accumulate in buffers of their own)")
+    layout = _layout(step)
     training = Training(step["precision"], step["strategy"], step["nproc"], step["lora_r"],
-                        step["gradient_checkpointing"], step["weights"], step["parity"], step["grad_accum"])
+                        step["gradient_checkpointing"], step["weights"], step["parity"], step["grad_accum"], layout)
     overrides = dict(map(parse_override, step["overrides"]))
     return Shape(preset, step["batch_size"], step["seq_len"], overrides, training, config_path)
+
+
+def _layout(step: dict) -> Layout:
+    """The --tp/--sp/--pp layout, refused as the trainer refuses it (before any rank starts), and where preflight
+    has no answer for it."""
+    layout = Layout(step.pop("tensor"), step.pop("pipeline"), step.pop("sequence"), step.pop("schedule"))
+    layout.check_training(step["strategy"], grad_accum=step["grad_accum"])
+    layout.data_parallel(step["nproc"])
+    if layout.splits and step["lora_r"]:
+        raise PortlayerError(f"{layout.describe()} with --lora-r: the trainer splits whole models, not adapters")
+    return layout
 
 
 def _on(device_name, target):
@@ -235,6 +257,12 @@ class _Result:
     def memory(self):
         return self.prediction.memory
 
+    @cached_property
+    def traffic(self) -> list:
+        from portlayer.preflight.communication import step_traffic
+
+        return step_traffic(self.prediction, self.model, self.shape.training)
+
     @property
     def fits(self) -> bool | None:
         return None if self.capacity is None else self.prediction.in_use <= self.capacity
@@ -244,6 +272,9 @@ def _run(shape, capacity, on, progress) -> _Result:
     from portlayer.preflight import plan
 
     model = plan.source(shape)
+    layout = shape.training.layout
+    layout.check_model(model.config)  # the heads over --tp, the layers over --pp
+    layout.check_sequence(next(iter(model.batch.values())).shape[1])
     prediction = plan.predict(shape, progress, on)
     suggestions = []
     size, label = capacity if capacity else (None, None)
@@ -265,6 +296,7 @@ def _render_text(report, unchecked, result: _Result) -> str:
         lines.append(f"  {name:<18} {format_bytes(size):>12}")
     lines.append(f"  {'total':<18} {format_bytes(memory.total):>12}")
     lines.extend(_device_lines(result))
+    lines.extend(_communication_lines(result))
     if result.capacity is not None:
         spare = result.capacity - result.prediction.in_use
         if spare < 0:
@@ -276,6 +308,22 @@ def _render_text(report, unchecked, result: _Result) -> str:
             lines.append("to fit:")
             lines.extend(f"  {suggestion.describe()}" for suggestion in result.suggestions)
     return "\n".join(lines)
+
+
+def _communication_lines(result: _Result) -> list[str]:
+    """The collectives the layout runs, per rank and step, and the library that runs them on the target."""
+    from portlayer.backends import DIST_BACKEND_BY_DEVICE
+    from portlayer.preflight.communication import itemised
+
+    traffic, training = result.traffic, result.shape.training
+    if not itemised(training):
+        return [f"communication per rank and step: not itemised under --strategy {training.strategy} (ddp, --tp and "
+                "--pp are)"] if training.nproc > 1 else []
+    if not traffic:
+        return []
+    library = DIST_BACKEND_BY_DEVICE.get(result.on.target.name, "the collective library").upper()
+    return [f"communication per rank and step ({library} collectives):",
+            *(f"  {line.describe()}" for line in traffic)]
 
 
 def _kernels(on) -> str:
@@ -340,6 +388,7 @@ def _findings(report, unchecked, result: _Result) -> list:
                           f"({shape.describe(result.model)}): {parts}; on {_kernels(result.on)}: allocated "
                           f"{format_bytes(device.allocated)}, reserved {format_bytes(device.reserved)}, "
                           f"{device.tool} {format_bytes(device.shown)}"))
+    found.extend(_finding("PF301", config_path, 1, traffic.describe()) for traffic in result.traffic)
     if result.capacity is not None:
         total = result.prediction.in_use
         if result.fits:
@@ -359,11 +408,12 @@ def _as_dict(report, unchecked, result: _Result) -> dict:
     shape, model, count = result.shape, result.model, result.prediction.count
     batch = next(iter(model.batch.values())).shape
     answer["memory"] = result.memory.as_dict()
+    answer["communication"] = [traffic.as_dict() for traffic in result.traffic]
     answer["device_memory"] = {**result.prediction.device.as_dict(), "capability": result.on.capability}
     answer["parameters"] = {"total": count.total, "trainable": count.trainable,
                             "largest_layer": count.largest_layer, "layers_stepped": result.prediction.layers_run}
     answer["shape"] = {"model": shape.model, "batch_size": batch[0], "seq_len": batch[1],
-                       "overrides": dict(shape.overrides), "layers": model.layers, **vars(shape.training)}
+                       "overrides": dict(shape.overrides), "layers": model.layers, **asdict(shape.training)}
     if result.capacity is not None:
         answer["device"] = {"label": result.device, "memory": result.capacity, "fits": result.fits,
                             "suggestions": [{"option": s.option, "memory": s.memory, "fits": s.fits, "why": s.why}

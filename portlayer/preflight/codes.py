@@ -2,7 +2,7 @@
 
 Codes never change meaning once released; `docs/preflight-codes.md` is generated from this table
 (`python -m portlayer.preflight.codes > docs/preflight-codes.md`) and a test keeps the two in sync.
-Ranges: PF1xx the ops of the step, PF2xx its memory per rank. Stdlib only: the CLI imports it early.
+Ranges: PF1xx the ops of the step, PF2xx its memory per rank, PF3xx its communication. Stdlib only: the CLI imports it early.
 """
 
 from __future__ import annotations
@@ -24,6 +24,8 @@ CODES: dict[str, Code] = {
     "PF201": Code("error", "memory does not fit", "the model's config; the hint says what would fit"),
     "PF202": Code("info", "memory fits", "the model's config"),
     "PF203": Code("info", "memory per rank", "the model's config: the peak per rank and what holds it"),
+    "PF301": Code("info", "collectives per rank and step",
+                  "the model's config: one kind over one group (tp, dp, pp) in one phase, how many and how large"),
 }
 
 

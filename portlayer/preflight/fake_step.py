@@ -194,14 +194,16 @@ def run_fake_step(build_model: Callable[[], torch.nn.Module], batch: Mapping[str
                   clip_grad_norm: float | None = 1.0, precision: str = "fp32", ddp: bool = False,
                   engine: ZeroGradients | FsdpGathers | None = None, measure_memory: bool = True,
                   progress: Callable[[str], None] | None = None, grad_accum: int = 1,
-                  kernels: TargetKernels | None = None) -> FakeStep:
+                  kernels: TargetKernels | None = None,
+                  clip_gradients: Callable[[], object] | None = None) -> FakeStep:
     """Build the model with fake tensors and run one steady-state training step on `batch` (real tensors:
     their values are kept): `grad_accum` micro-batches, forward (under autocast to `precision`'s type when it
     is 16-bit) and backward, gradients reduced on the last (DDP's no_sync before), then clipping and the
     optimizer. Records its ops and, if `measure_memory`, the memory a rank would hold at its peak and the
     allocations in order. With `kernels`, the target's kernels run where the cpu's would
-    (`target_kernels`). `progress(stage)` is told as the step moves on: "model", "forward", "backward",
-    "optimizer"."""
+    (`target_kernels`). `clip_gradients`: a strategy's own clipping (tensor parallel's, `split_rank`) instead
+    of torch's `clip_grad_norm_` to `clip_grad_norm`. `progress(stage)` is told as the step moves on: "model",
+    "forward", "backward", "optimizer"."""
     progress = progress or (lambda stage: None)
     fake_mode = FakeTensorMode()
     shadows = ShadowValues(fake_mode)
@@ -236,7 +238,7 @@ def run_fake_step(build_model: Callable[[], torch.nn.Module], batch: Mapping[str
             after_backward, phase = _peak_so_far(tracker), ledger.phase_at_peak
         progress("optimizer")
         ledger.phase = "optimizer"
-        _optimizer_step(model, optimizer, clip_grad_norm, recorder)
+        _optimizer_step(model, optimizer, clip_gradients or _clipping(model, clip_grad_norm), recorder)
         if tracker is None:
             return FakeStep(recorder.recording, None)
         at_end = _peak_so_far(tracker)
@@ -311,10 +313,16 @@ def _create_optimizer_state(model: torch.nn.Module, optimizer: torch.optim.Optim
     optimizer.zero_grad(set_to_none=True)
 
 
-def _optimizer_step(model, optimizer, clip_grad_norm: float | None, recorder: Recorder) -> None:
-    if clip_grad_norm is not None:
+def _clipping(model: torch.nn.Module, clip_grad_norm: float | None) -> Callable[[], object] | None:
+    if clip_grad_norm is None:
+        return None
+    return lambda: torch.nn.utils.clip_grad_norm_(model.parameters(), clip_grad_norm, foreach=True)
+
+
+def _optimizer_step(model, optimizer, clip_gradients: Callable[[], object] | None, recorder: Recorder) -> None:
+    if clip_gradients is not None:
         recorder.phase("optimizer", scope="clip_grad_norm_")
-        torch.nn.utils.clip_grad_norm_(model.parameters(), clip_grad_norm, foreach=True)
+        clip_gradients()
     recorder.phase("optimizer", scope=f"{type(optimizer).__name__}.step")
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)

@@ -22,6 +22,7 @@ from typing import Any
 
 from portlayer.errors import PortlayerError
 from portlayer.precision import FP32, PRECISIONS
+from portlayer.strategies.layout import Layout
 
 LAYERS = "num_hidden_layers"  # every HuggingFace config answers to it (gpt2 maps it onto n_layer)
 DEFAULT_BATCH = 1  # per device, for a config file
@@ -44,7 +45,8 @@ class Training:
     # mixed precision) and runs the forward under autocast to it. The trainer's weights are fp32.
     weights: str = "fp32"
     parity: bool = False  # the trainer's --parity: dropout off, eager attention
-    grad_accum: int = 1  # micro-batches per optimizer step
+    grad_accum: int = 1  # micro-batches per optimizer step (a pipeline's micro-batches)
+    layout: Layout = Layout()  # how the model is split over the ranks (--tp, --sp, --pp); data parallel over the rest
 
     def __post_init__(self) -> None:
         if PRECISIONS[self.weights].autocast and self.precision not in (FP32.name, self.weights):
@@ -59,6 +61,8 @@ class Training:
     def describe(self) -> str:
         parts = [self.precision if self.weights == FP32.name else f"{self.weights} weights",
                  f"{self.strategy} on {self.nproc} rank{'s' if self.nproc > 1 else ''}"]
+        if self.layout.splits:
+            parts[-1] += f" ({self.layout.describe()}, {self.layout.data_parallel(self.nproc)} data parallel)"
         if self.grad_accum > 1:
             parts.append(f"{self.grad_accum} micro-batches")
         if self.parity:

@@ -36,8 +36,10 @@ from portlayer.preflight.engines import FsdpGathers, ZeroGradients
 from portlayer.preflight.fake_step import FakeStep, run_fake_step
 from portlayer.preflight.model_source import ModelSource, Training
 from portlayer.preflight.recording import Recording
+from portlayer.preflight.split_rank import SplitRank
 from portlayer.preflight.target_kernels import TargetKernels
 from portlayer.preflight.targets import Capability, Target
+from portlayer.strategies.layout import GPIPE, Layout
 
 
 @dataclass(frozen=True)
@@ -115,6 +117,7 @@ class Prediction:
     recording: Recording  # the ops of the step run (the model cut to `layers_run` layers)
     layers_run: int
     device: DeviceMemory | None = None  # with a target
+    scaled: Scaled | None = None  # the fake steps and how they were scaled to the rank's layers
 
     @property
     def in_use(self) -> int:
@@ -165,26 +168,37 @@ def played_engine(count: sharding.ParameterCount, training: Training) -> Engine 
 def fake_step(source: ModelSource, training: Training, layers: int,
               progress: Callable[[str], None] | None = None, engine: Engine | None = None,
               on: On | None = None) -> FakeStep:
-    """One unsharded rank's step of the model cut to `layers` layers, with fake tensors; under DDP wrapped in
+    """One rank's step of the model cut to `layers` layers, with fake tensors: unsharded, under DDP wrapped in
     DDP, so that its ops are recorded as a rank dispatches them (the bucket copies; the buckets' bytes are
     left out of the fake step's figures here, `sharding` counts them); with `engine`, its buffers played (the
-    prediction takes them from the step's peak); `on` a target, with its kernels. In parity mode torch's
-    functional dropouts are off, as the trainer has them."""
+    prediction takes them from the step's peak); under tensor parallel, split by the trainer's own code
+    (`split_rank`); `on` a target, with its kernels. In parity mode torch's functional dropouts are off, as
+    the trainer has them."""
     import torch
 
     from portlayer.train.presets import functional_dropout_off
 
-    def make_optimizer(model):
+    def make_optimizer(parameters):
         # foreach: what torch picks for parameters on an accelerator (cuda, xpu and the vendors' device).
-        return torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=source.lr,
-                                 weight_decay=source.weight_decay, foreach=True)
+        return torch.optim.AdamW(parameters, lr=source.lr, weight_decay=source.weight_decay, foreach=True)
+
+    def trainable(model):
+        return make_optimizer([p for p in model.parameters() if p.requires_grad])
 
     kernels = TargetKernels(on.target, on.capability) if on is not None else None
-    with functional_dropout_off() if training.parity else contextlib.nullcontext():
-        return run_fake_step(lambda: source.build(training, layers), source.batch, make_optimizer=make_optimizer,
-                             clip_grad_norm=source.max_grad_norm, precision=training.autocast,
-                             ddp=training.strategy == "ddp", engine=engine, progress=progress,
-                             grad_accum=training.grad_accum, kernels=kernels)
+    step = dict(clip_grad_norm=source.max_grad_norm, precision=training.autocast, ddp=training.strategy == "ddp",
+                engine=engine, progress=progress, grad_accum=training.grad_accum, kernels=kernels)
+    with contextlib.ExitStack() as stack:
+        if training.parity:
+            stack.enter_context(functional_dropout_off())
+        if training.layout.tensor == 1:
+            return run_fake_step(lambda: source.build(training, layers), source.batch, make_optimizer=trainable,
+                                 **step)
+        split = stack.enter_context(SplitRank.over(training.layout, training.nproc, make_optimizer,
+                                                   source.max_grad_norm))
+        return run_fake_step(split.build(lambda: source.build(training, layers)), source.batch,
+                             make_optimizer=split.optimizer, clip_gradients=split.clip_gradients,
+                             **{**step, "ddp": False})
 
 
 def _scaled(values: list[int], runs: list[int], layers: int) -> int:
@@ -206,7 +220,8 @@ def _at(steps: list[FakeStep], runs: list[int], layers: int, phase: str, field: 
 def predict(source: ModelSource, training: Training, progress: Callable[[str], None] | None = None,
             on: On | None = None, communicators: int = TRAINER_COMMUNICATORS) -> Prediction:
     """The peak per rank of `source`'s step under `training`; `on` a target, as its kernels and runtime hold it
-    (with `device`: `communicators` process groups, the trainer's by default), else as the cpu's kernels do."""
+    (with `device`: `communicators` process groups, the trainer's by default, and the layout's), else as the
+    cpu's kernels do."""
     from portlayer.strategies import get_strategy
 
     strategy = get_strategy(training.strategy)
@@ -215,23 +230,24 @@ def predict(source: ModelSource, training: Training, progress: Callable[[str], N
     engine = played_engine(count, training)
     first = engine.steady_from_layers if engine is not None else 1
     runs = [full] if full <= first + 1 else [first, first + 1]
-    steps = [fake_step(source, training, layers, progress, engine, on) for layers in runs]
-    states = sharding.model_states(count, strategy, training.nproc, training.weights)
-    if engine is not None:
-        # What the played buffers held at the training peak (the step of the most layers says: the bucket and
-        # a block's gathered parameters are the same size in each).
-        communication = steps[-1].training.communication
+    stepped = replace(training, grad_accum=1) if training.layout.pipeline > 1 else training  # one micro-batch
+    steps = [fake_step(source, stepped, layers, progress, engine, on) for layers in runs]
+    scaled = Scaled(steps, runs, full, training)
+    at = scaled.at
+    if training.layout.splits:
+        states = _measured_states(at, training.weights)
+        communication = 0  # no DDP buckets: the split averages its gradients in one flat copy when it clips
     else:
-        communication = sharding.communication(count, strategy, training.weights)
-
-    def at(phase: str, field: str) -> int:
-        return _at(steps, runs, full, phase, field)
-
+        states = sharding.model_states(count, strategy, training.nproc, training.weights)
+        # A played engine's: what its buffers held at the training peak (the step of the most layers says: the
+        # bucket and a block's gathered parameters are the same size in each).
+        communication = (steps[-1].training.communication if engine is not None
+                         else sharding.communication(count, strategy, training.weights))
     memory = RankMemory(
         parameters=states.parameters,
         gradients=sharding.gradients_at_peak(strategy, states, at("training", "gradients")),
         optimizer_state=states.optimizer_state,
-        activations=at("training", "activations"),
+        activations=scaled.activations("training"),
         communication=communication,
         buffers=at("training", "buffers"),
         phase=steps[-1].training.phase,
@@ -250,11 +266,69 @@ def predict(source: ModelSource, training: Training, progress: Callable[[str], N
         )
         memory = max(memory, optimizer_peak, key=lambda peak: peak.total)
     if on is None:
-        return Prediction(memory, count, steps[-1].recording, runs[-1])
+        return Prediction(memory, count, steps[-1].recording, runs[-1], scaled=scaled)
     memory = replace(memory, workspaces=on.target.blas_threads * on.target.blas_workspace(on.capability,
                                                                                            training.parity))
-    device = _device_memory(steps, runs, full, memory, training.nproc, on, communicators)
-    return Prediction(memory, count, steps[-1].recording, runs[-1], device)
+    communicators += layout_communicators(training.layout, training.nproc)
+    device = _device_memory(steps, runs, scaled.layers, memory, training.nproc, on, communicators)
+    return Prediction(memory, count, steps[-1].recording, runs[-1], device, scaled)
+
+
+@dataclass(frozen=True)
+class Scaled:
+    """The fake steps' figures at the layers one rank holds: all of them, or a pipeline stage's share; its
+    activations as many layers' worth as the stage keeps in flight (Korthikanti et al. 2022, §4.2.3: under 1F1B
+    the first stage holds `pp` micro-batches of its L/pp layers, L layers' worth; under GPipe all m)."""
+
+    steps: list
+    runs: list[int]
+    full: int  # the model's layers
+    training: Training
+
+    @property
+    def layers(self) -> int:
+        """The blocks this rank holds: all, or the first stage's L/pp."""
+        return self.full // self.training.layout.pipeline
+
+    @property
+    def in_flight(self) -> int:
+        """Micro-batches whose activations the rank holds at once: 1 without a pipeline; the first stage's."""
+        layout, micro_batches = self.training.layout, self.training.grad_accum
+        if layout.pipeline == 1:
+            return 1
+        return micro_batches if layout.schedule == GPIPE else min(layout.pipeline, micro_batches)
+
+    def at(self, phase: str, field: str, layers: int | None = None) -> int:
+        return _at(self.steps, self.runs, self.layers if layers is None else layers, phase, field)
+
+    def activations(self, phase: str) -> int:
+        """Activations at the peak: the layers' part for every micro-batch in flight, the rest (embeddings,
+        logits, the loss's temporaries) once."""
+        return self.at(phase, "activations", self.layers * self.in_flight)
+
+    @property
+    def layer_activations(self) -> int:
+        """One layer's activations of one micro-batch at the training peak (the slope over the layers run)."""
+        if len(self.runs) == 1:
+            return 0
+        return self.at("training", "activations", self.runs[1]) - self.at("training", "activations", self.runs[0])
+
+
+def layout_communicators(layout: Layout, world_size: int) -> int:
+    """Communicators a split adds to the trainer's two: its data-parallel subgroup, tensor and pipeline group."""
+    if not layout.splits:
+        return 0
+    return 1 + (layout.tensor > 1) + (layout.pipeline > 1)
+
+
+def _measured_states(at: Callable[[str, str], int], weights: str) -> sharding.ModelStates:
+    """A split rank's model states: its shards of the split layers and the whole rest, of the layers it holds,
+    as the fake step's model held them, scaled to those layers. Every parameter trains (no LoRA with a split): the
+    gradients are the weights' size, and Adam's state is the ZeRO paper's K bytes a parameter (not AdamW's step
+    counts, which it keeps on the host)."""
+    parameters = at("training", "parameters")
+    elements = parameters // sharding.WEIGHT_BYTES[weights]
+    return sharding.ModelStates(parameters, parameters, elements * sharding.ADAM_BYTES[weights])
 
 
 def _device_memory(steps: list[FakeStep], runs: list[int], layers: int, memory: RankMemory, nproc: int, on: On,

@@ -63,9 +63,31 @@ class OpUse:
     recorded_as: set = field(default_factory=set)  # cpu-specific names folded into `op`
 
 
+# The collectives a step can dispatch (functional ones from DTensor, in-place ones from torch.distributed's
+# calls), by the name the collective libraries give them.
+COLLECTIVES = {
+    "_c10d_functional::all_reduce": "all-reduce", "c10d::allreduce_": "all-reduce",
+    "_c10d_functional::all_gather_into_tensor": "all-gather", "c10d::_allgather_base_": "all-gather",
+    "_c10d_functional::reduce_scatter_tensor": "reduce-scatter", "c10d::_reduce_scatter_base_": "reduce-scatter",
+    "c10d::send": "send", "c10d::recv_": "recv",
+}
+
+
+@dataclass(frozen=True)
+class CollectiveCall:
+    """One collective the step dispatched."""
+
+    kind: str  # "all-reduce", "all-gather", "reduce-scatter", "send", "recv"
+    group: str  # the process group's description (preflight's fake groups are named "tp", "dp", "pp")
+    ranks: int  # the group's size
+    bytes: int  # the whole tensor's: the all-reduced one, the gathered one, the one reduce-scattered
+    phase: str
+
+
 @dataclass
 class Recording:
     ops: dict = field(default_factory=dict)  # op name -> OpUse, in order of first dispatch
+    collectives: list = field(default_factory=list)  # CollectiveCall, in order
 
     @property
     def calls(self) -> int:
@@ -124,6 +146,8 @@ class _Tracker:
 
     def note(self, func, args, kwargs, out) -> None:
         name = func.name()
+        if name in COLLECTIVES:
+            self.recording.collectives.append(_collective(COLLECTIVES[name], args, out, self.phase))
         if name.startswith(BOOKKEEPING_NAMESPACES):
             return
         op = device_generic(name)
@@ -137,6 +161,31 @@ class _Tracker:
         _dtypes(args, use.dtypes)
         _dtypes(kwargs.values(), use.dtypes)
         _dtypes(out if isinstance(out, (list, tuple)) else (out,), use.dtypes)
+
+
+def _collective(kind: str, args, out, phase: str) -> CollectiveCall:
+    """A collective's record: its group (named by its description, or resolved from the name a functional
+    collective is given) and its largest tensor."""
+    import torch.distributed as dist
+    from torch.distributed.distributed_c10d import _resolve_process_group
+
+    # An in-place collective is given its group boxed for the dispatcher; a functional one, its group's name.
+    boxed = next((arg for arg in args if isinstance(arg, torch.ScriptObject)), None)
+    if boxed is not None:
+        group = dist.ProcessGroup.unbox(boxed)
+    else:
+        group = _resolve_process_group(next(arg for arg in reversed(args) if isinstance(arg, str)))
+    tensors = [t for t in _flat((args, out)) if isinstance(t, torch.Tensor)]
+    size = max((t.numel() * t.element_size() for t in tensors), default=0)
+    return CollectiveCall(kind, group.group_desc, group.size(), size, phase)
+
+
+def _flat(values) -> Iterator:
+    for value in values:
+        if isinstance(value, (list, tuple)):
+            yield from _flat(value)
+        else:
+            yield value
 
 
 class _DispatchRecorder(TorchDispatchMode):

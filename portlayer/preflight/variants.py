@@ -24,5 +24,6 @@ def device_generic(op: str) -> str:
 
 # Namespaces of ops that are not compute kernels: record_function's enter and exit (profiler), a fake
 # tensor's metadata queries (prim::device), and collectives, which the collective backend (hccl, mccl)
-# runs rather than an aten kernel (c10d::broadcast_ of DDP's buffers).
-BOOKKEEPING_NAMESPACES = ("profiler::", "prim::", "c10d::")
+# runs rather than an aten kernel (c10d::broadcast_ of DDP's buffers; tensor parallel's functional
+# all-reduces and their waits, _c10d_functional::). The recording lists the collectives apart.
+BOOKKEEPING_NAMESPACES = ("profiler::", "prim::", "c10d::", "_c10d_functional::")

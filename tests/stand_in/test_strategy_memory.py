@@ -1,10 +1,10 @@
 """Preflight's memory per rank against the bytes the stand-in npu's allocator counts for the same step on
-2 ranks, under each strategy: within 5%.
+2 ranks, under each strategy, and on 2 and 4 ranks under tensor parallel: within 5%.
 
 The step (tests/stand_in/strategy_step.py) is preflight's for the same arguments: the model built from the
 same config.json and its batch, the strategy applied by the trainer's own code (`portlayer.strategies`:
-torch's DDP, fully_shard per block, DeepSpeed's engine at ZeRO 1-3 with the trainer's config), AdamW and
-gradient clipping, the second step measured. The stand-in counts every byte a tensor on the device holds (no
+torch's DDP, fully_shard per block, DeepSpeed's engine at ZeRO 1-3 with the trainer's config, its tensor
+parallel over the groups the trainer forms), AdamW and gradient clipping, the second step measured. The stand-in counts every byte a tensor on the device holds (no
 caching, no rounding), so what is compared is the prediction itself.
 """
 
@@ -16,6 +16,7 @@ import pytest
 
 from portlayer.preflight.model_source import Training, from_config_file
 from portlayer.preflight.per_rank import predict
+from portlayer.strategies.layout import Layout
 from tests.fake_device import torchrun
 
 STEP = Path(__file__).with_name("strategy_step.py")
@@ -25,18 +26,21 @@ TINY_QWEN = {"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "hidd
              "vocab_size": 1024, "max_position_embeddings": 256, "tie_word_embeddings": False}
 BATCH, SEQ_LEN = 2, 64
 STRATEGIES = ["ddp", "fsdp2", "zero1", "zero2", "zero3"]
+DATA_PARALLEL = Layout()  # no split: every rank a whole copy
 
 
-def measured_and_predicted(strategy: str, directory: Path) -> tuple[list[int], object]:
+def measured_and_predicted(strategy: str, directory: Path, nproc: int = 2,
+                           layout: Layout = DATA_PARALLEL) -> tuple[list[int], object]:
     config = directory / "config.json"
     config.write_text(json.dumps(TINY_QWEN))
-    run = torchrun("npu", STEP, config, strategy, BATCH, SEQ_LEN, cwd=directory)
+    split = ["--tp", layout.tensor, *(["--sp"] if layout.sequence else [])]
+    run = torchrun("npu", STEP, config, strategy, BATCH, SEQ_LEN, *split, nproc=nproc, cwd=directory)
     assert run.returncode == 0, run.stdout[-4000:]
     # The ranks share one pipe: their lines may run together.
     peaks = [int(peak) for peak in re.findall(r'\{"rank": \d, "peak": (\d+)\}', run.stdout)]
-    assert len(peaks) == 2, run.stdout[-4000:]
+    assert len(peaks) == nproc, run.stdout[-4000:]
     source = from_config_file(config, batch_size=BATCH, seq_len=SEQ_LEN, overrides={})
-    return peaks, predict(source, Training("fp32", strategy, nproc=2)).memory
+    return peaks, predict(source, Training("fp32", strategy, nproc=nproc, layout=layout)).memory
 
 
 @pytest.mark.parametrize("strategy", STRATEGIES)
@@ -44,3 +48,15 @@ def test_the_peak_per_rank_is_within_5_percent_of_the_device_allocator(strategy,
     peaks, memory = measured_and_predicted(strategy, tmp_path)
     for peak in peaks:
         assert abs(memory.total - peak) <= 0.05 * peak, (strategy, memory, peak)
+
+
+@pytest.mark.parametrize(
+    ("nproc", "layout"),
+    [(2, Layout(2)), (4, Layout(2)), (2, Layout(2, sequence=True))],  # one split model; two copies; --sp
+    ids=["tp2", "tp2-dp2", "tp2-sp"],
+)
+def test_a_tensor_parallel_rank_is_within_5_percent_of_the_device_allocator(nproc, layout, tmp_path,
+                                                                            stand_in_device):
+    peaks, memory = measured_and_predicted("ddp", tmp_path, nproc, layout)
+    for peak in peaks:
+        assert abs(memory.total - peak) <= 0.05 * peak, (nproc, layout, memory, peak)
