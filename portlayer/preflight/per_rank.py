@@ -232,7 +232,7 @@ def predict(source: ModelSource, training: Training, progress: Callable[[str], N
     runs = [full] if full <= first + 1 else [first, first + 1]
     stepped = replace(training, grad_accum=1) if training.layout.pipeline > 1 else training  # one micro-batch
     steps = [fake_step(source, stepped, layers, progress, engine, on) for layers in runs]
-    scaled = Scaled(steps, runs, full, training)
+    scaled = Scaled(steps, runs, full, training, *exchanged_bytes(source))
     at = scaled.at
     if training.layout.splits:
         states = _measured_states(at, training.weights)
@@ -278,12 +278,16 @@ def predict(source: ModelSource, training: Training, progress: Callable[[str], N
 class Scaled:
     """The fake steps' figures at the layers one rank holds: all of them, or a pipeline stage's share; its
     activations as many layers' worth as the stage keeps in flight (Korthikanti et al. 2022, §4.2.3: under 1F1B
-    the first stage holds `pp` micro-batches of its L/pp layers, L layers' worth; under GPipe all m)."""
+    the first stage holds `pp` micro-batches of its L/pp layers, L layers' worth; under GPipe all m), at the stage
+    that holds the most: the first, or the last, which also keeps the logits and loss of each micro-batch in flight.
+    Every stage holds torch's receive buffers, one a micro-batch (`received`: one micro-batch's hidden states)."""
 
     steps: list
     runs: list[int]
     full: int  # the model's layers
     training: Training
+    received: int = 0  # bytes of the hidden states a stage receives for one micro-batch
+    logits: int = 0  # bytes of one micro-batch's logits (fp32)
 
     @property
     def layers(self) -> int:
@@ -301,10 +305,24 @@ class Scaled:
     def at(self, phase: str, field: str, layers: int | None = None) -> int:
         return _at(self.steps, self.runs, self.layers if layers is None else layers, phase, field)
 
+    @property
+    def last_in_flight(self) -> int:
+        """Micro-batches the last stage holds at once: one under 1F1B (each forward is followed by its backward),
+        all under GPipe."""
+        return self.training.grad_accum if self.training.layout.schedule == GPIPE else 1
+
     def activations(self, phase: str) -> int:
         """Activations at the peak: the layers' part for every micro-batch in flight, the rest (embeddings,
-        logits, the loss's temporaries) once."""
-        return self.at(phase, "activations", self.layers * self.in_flight)
+        logits, the loss's temporaries) once; of a pipeline's first or last stage, whichever holds more, and
+        its receive buffers."""
+        first = self.at(phase, "activations", self.layers * self.in_flight)
+        if self.training.layout.pipeline == 1:
+            return first
+        # What is not the blocks' (embeddings, logits, the loss's tensors) the last stage holds for each micro-batch
+        # in flight, but the logits' gradient, which the backward holds for one at a time.
+        kept = self.at(phase, "activations", 0) - self.logits
+        last = self.at(phase, "activations", self.layers * self.last_in_flight) + kept * (self.last_in_flight - 1)
+        return max(first, last) + self.training.grad_accum * self.received
 
     @property
     def layer_activations(self) -> int:
@@ -312,6 +330,14 @@ class Scaled:
         if len(self.runs) == 1:
             return 0
         return self.at("training", "activations", self.runs[1]) - self.at("training", "activations", self.runs[0])
+
+
+def exchanged_bytes(source: ModelSource) -> tuple[int, int]:
+    """(one micro-batch's hidden states as the trainer's pipeline stages exchange them, its logits): b x s x h and
+    b x s x vocabulary, fp32."""
+    batch, seq_len = next(iter(source.batch.values())).shape[:2]
+    tokens = batch * seq_len * 4
+    return tokens * source.config.hidden_size, tokens * source.config.vocab_size
 
 
 def layout_communicators(layout: Layout, world_size: int) -> int:

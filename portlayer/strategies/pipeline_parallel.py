@@ -18,6 +18,7 @@ model's masks from its input's shape alone.
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,6 +37,9 @@ from portlayer.strategies.parallel import Setup
 from portlayer.strategies.tensor_parallel import TensorParallel, split_apart, split_layers
 
 _SCHEDULES = {GPIPE: ScheduleGPipe}  # 1F1B otherwise
+# Not the outputs: the last stage would keep every micro-batch's logits until the step ends (a torch without the
+# switch, before 2.8, keeps them).
+_NO_OUTPUTS = {"return_outputs": False} if "return_outputs" in inspect.signature(ScheduleGPipe.step).parameters else {}
 
 
 class _StageEnd(Exception):
@@ -155,7 +159,7 @@ class PipelineParallel(TensorParallel):
         losses: list[torch.Tensor] = []
         inputs = (torch.cat([batch["input_ids"] for batch in batches]),) if self.place.first else ()
         with self.forward_context():
-            self.schedule.step(*inputs, target=labels if self.place.last else None, losses=losses)
+            self.schedule.step(*inputs, target=labels if self.place.last else None, losses=losses, **_NO_OUTPUTS)
         if not self.place.last:
             return [torch.zeros((), device=self.setup.device) for _ in batches]  # the loss is the last stage's
         return [loss.detach().float() for loss in losses]
