@@ -311,11 +311,15 @@ class Scaled:
         all under GPipe."""
         return self.training.grad_accum if self.training.layout.schedule == GPIPE else 1
 
+    def first_stage_activations(self, phase: str) -> int:
+        """The activations of the first stage (the rank's, without a pipeline) at the peak."""
+        return self.at(phase, "activations", self.layers * self.in_flight)
+
     def activations(self, phase: str) -> int:
         """Activations at the peak: the layers' part for every micro-batch in flight, the rest (embeddings,
         logits, the loss's temporaries) once; of a pipeline's first or last stage, whichever holds more, and
         its receive buffers."""
-        first = self.at(phase, "activations", self.layers * self.in_flight)
+        first = self.first_stage_activations(phase)
         if self.training.layout.pipeline == 1:
             return first
         # What is not the blocks' (embeddings, logits, the loss's tensors) the last stage holds for each micro-batch
