@@ -1,8 +1,8 @@
 """Run by torchrun on 2 ranks (tests/trainer/test_split_gradients.py): one step of each tiny preset cut into 2
 pipeline stages (1F1B, 2 micro-batches), and of the models tensor parallel splits, split over the 2 ranks with the
 sequence split between them (--tp 2 --sp). Every rank compares its losses, its gradients (a split layer's gathered
-whole) and the clipping norm with those of the whole model doing the same step in this process, and prints one JSON
-line: {layout: {preset: the largest gradient difference}}."""
+whole) and the clipping norm with those of the whole model doing the same step in this process; rank 0 prints one
+JSON line, [{layout: {preset: the largest gradient difference}} of each rank]."""
 
 import copy
 import json
@@ -73,5 +73,9 @@ for name, (layout, presets) in LAYOUTS.items():
                 grad = parameter.grad.full_tensor() if isinstance(parameter.grad, DTensor) else parameter.grad
                 differences.append((grad - expected[f"{name_of[id(module)]}.{local}".lstrip(".")].grad).abs().max())
         worst.setdefault(name, {})[preset] = max(differences).item()
-print(json.dumps(worst))
+# One line, from rank 0: the ranks share the pipe, and two printing at once may run their lines together.
+every_rank = [None] * dist.get_world_size()
+dist.all_gather_object(every_rank, worst)
+if dist.get_rank() == 0:
+    print(json.dumps(every_rank))
 dist.destroy_process_group()
