@@ -25,8 +25,16 @@ def error_line(message: object, prog: str = "portlayer") -> str:
     return f"{prog}: error: {' '.join(str(message).split())}"
 
 
+def write_line(text: str, stream=None) -> None:
+    """`text` and its newline in one write: a rank's lines share a pipe with the other ranks', and `print` writes
+    the text and the newline apart (unbuffered, as under PYTHONUNBUFFERED), where another rank's line can fall."""
+    stream = sys.stdout if stream is None else stream
+    stream.write(f"{text}\n")
+    stream.flush()
+
+
 def print_error(message: object, prog: str = "portlayer") -> None:
-    print(error_line(message, prog), file=sys.stderr, flush=True)
+    write_line(error_line(message, prog), sys.stderr)
 
 
 def fail(message: object, status: int = 2) -> NoReturn:

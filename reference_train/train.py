@@ -24,7 +24,7 @@ import torch.distributed as dist
 
 import portlayer
 from portlayer import strategies
-from portlayer.errors import PortlayerError, print_error
+from portlayer.errors import PortlayerError, print_error, write_line
 from portlayer.progress import terminal_bar
 from portlayer.strategies.layout import ONE_F_ONE_B, Layout
 from portlayer.strategies.parallel import Parallel, Setup
@@ -231,11 +231,11 @@ class Logger:
         if self.bar is not None:
             self.bar.write(message)
         else:
-            print(message, flush=True)
+            write_line(message)
 
     def step(self, record: dict, steps: int) -> None:
         if self.step_events:
-            print(step_event(record["step"], record["loss"]), flush=True)
+            write_line(step_event(record["step"], record["loss"]))
         if self.bar is not None:
             self.bar.update(1)
             self.bar.set_postfix(loss=f"{record['loss']:.4f}")

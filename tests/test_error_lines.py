@@ -6,7 +6,7 @@ import os
 import subprocess
 import sys
 
-from portlayer.errors import error_line
+from portlayer.errors import error_line, print_error, write_line
 from tests.processes import HUNG_S
 
 ERROR = "portlayer: error: "
@@ -38,3 +38,25 @@ def test_migrate_reports_a_report_it_cannot_write_in_the_same_spelling(tmp_path)
     assert result.returncode == 2
     errors = [line for line in result.stderr.splitlines() if "cannot write the report" in line]
     assert len(errors) == 1 and errors[0].startswith(ERROR + f"{report}: cannot write")
+
+
+class Recorded:
+    """A stream that records each write."""
+
+    def __init__(self):
+        self.writes = []
+
+    def write(self, text):
+        self.writes.append(text)
+
+    def flush(self):
+        pass
+
+
+def test_a_line_is_one_write_so_that_ranks_sharing_a_pipe_never_run_their_lines_together(monkeypatch):
+    stream = Recorded()
+    write_line("portlayer.train.step 14 6.83", stream)
+    assert stream.writes == ["portlayer.train.step 14 6.83\n"]
+    monkeypatch.setattr(sys, "stderr", stream)
+    print_error("rank 1: injected fault: exiting at step 15")
+    assert stream.writes[1:] == ["portlayer: error: rank 1: injected fault: exiting at step 15\n"]
