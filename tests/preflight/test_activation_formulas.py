@@ -10,11 +10,13 @@ from portlayer.preflight.per_rank import On, predict
 from portlayer.preflight.plan import Shape, source
 from portlayer.preflight.targets import get_target
 from portlayer.strategies.layout import Layout
+from portlayer.train.presets import CONFIG_DIR
 
 SHAPES = [(2048, 1, 12288, 96), (1024, 4, 4096, 32), (512, 8, 768, 12), (128, 56, 1024, 16)]  # s, b, h, a
 # bert-base: the paper's block (layer norms, a GeLU MLP of 4h, biases, dropout), at a batch whose peak holds every layer's activations (the loss's, not the
 # embedding gradient's at the backward's end) and where the attention's s x s tensors weigh in (4as/h = 32 sbh).
-BERT, BATCH, SEQ = "bert-base-uncased", 8, 512
+# Its published config, kept in the repository (nothing is downloaded).
+BERT, BATCH, SEQ = str(CONFIG_DIR / "bert-base-uncased.json"), 8, 512
 
 
 @pytest.mark.parametrize(("s", "b", "h", "a"), SHAPES)
@@ -33,7 +35,7 @@ def layer_activations(tensor: int, sequence: bool = False, **training) -> tuple[
     """(preflight's activations per layer on a rank of --tp `tensor` (--sp), s*b*h) for bert-base on an H100's
     kernels."""
     layout = Layout(tensor, sequence=sequence)
-    shape = Shape(BERT, BATCH, SEQ, {}, Training(nproc=tensor, layout=layout, **training))
+    shape = Shape(None, BATCH, SEQ, {}, Training(nproc=tensor, layout=layout, **training), config_path=BERT)
     model = source(shape)
     prediction = predict(model, shape.training, on=On(get_target("cuda"), (9, 0)))
     return prediction.scaled.layer_activations, SEQ * BATCH * model.config.hidden_size
