@@ -67,7 +67,7 @@ def prepare(strategy: Strategy, core, setup):
         )
     if setup.precision == "fp16":
         # torch's GradScaler unscales whole gradients; split or sharded ones would need their own loss scaling.
-        split = setup.layout.describe().split(" (")[0] or f"--strategy {strategy.name}"
+        split = setup.layout.options or f"--strategy {strategy.name}"
         raise PortlayerError(f"{split} trains in fp32 or bf16, not fp16 (no loss scaling of split gradients)")
     if setup.pipeline_group is not None:
         from portlayer.strategies.pipeline_parallel import PipelineParallel

@@ -61,12 +61,17 @@ class Layout:
     def splits(self) -> bool:
         return self.model_parallel > 1
 
-    def describe(self) -> str:
-        """--tp 2 --sp --pp 2 (1f1b) as a run's options would name it; "" for plain data parallel."""
+    @property
+    def options(self) -> str:
+        """--tp 2 --sp --pp 2, the options that split the model; "" for plain data parallel."""
         parts = [f"--tp {self.tensor}"] if self.tensor > 1 else []
         parts += ["--sp"] if self.sequence else []
-        parts += [f"--pp {self.pipeline} ({self.schedule})"] if self.pipeline > 1 else []
+        parts += [f"--pp {self.pipeline}"] if self.pipeline > 1 else []
         return " ".join(parts)
+
+    def describe(self) -> str:
+        """--tp 2 --sp --pp 2 (1f1b): the options, and the pipeline's schedule."""
+        return f"{self.options} ({self.schedule})" if self.pipeline > 1 else self.options
 
     def data_parallel(self, world_size: int) -> int:
         """How many copies of the model train on different data: the world size over the model-parallel size."""
@@ -105,7 +110,7 @@ class Layout:
             raise PortlayerError(f"unknown pipeline schedule {self.schedule!r}: choose {' or '.join(PIPELINE_SCHEDULES)}")
         if not self.splits:
             return
-        split = self.describe().split(" (")[0]
+        split = self.options
         if get_strategy(strategy).engine != "ddp":
             raise PortlayerError(f"{split} composes with --strategy ddp, not yet with {strategy}")
         if compile:

@@ -114,16 +114,17 @@ def _keep_stage_blocks(core: torch.nn.Module, place: StagePlace) -> list[torch.n
     return kept
 
 
-def stage_parameters(core: torch.nn.Module) -> tuple[set[int], set[int]]:
-    """(ids of the stage's block parameters, ids of the parameters every stage holds) of a cut model."""
-    inside = {id(parameter) for block in blocks(core) for parameter in block.parameters()}
-    return inside, {id(parameter) for parameter in core.parameters()} - inside
-
-
 class PipelineParallel(TensorParallel):
     """This rank's stage of the model (split over `setup.tensor_group` with --tp), trained by a torch schedule."""
 
     gathered_to = ON_EVERY_RANK  # the stage's writer is not rank 0
+
+    def __init__(self, stage: Stage, core, optimizer, scheduler, setup: Setup, schedule):
+        super().__init__(stage, core, optimizer, scheduler, setup)
+        self.place, self.schedule = stage.place, schedule
+        inside = {id(parameter) for parameter in self.block_parameters}
+        # The layers outside the blocks, which every stage holds (embeddings, final norm, head).
+        self.shared_parameters = [parameter for parameter in core.parameters() if id(parameter) not in inside]
 
     @classmethod
     def prepare(cls, strategy: Strategy, core: torch.nn.Module, setup: Setup) -> PipelineParallel:
@@ -142,9 +143,7 @@ class PipelineParallel(TensorParallel):
         schedule = _SCHEDULES.get(setup.layout.schedule, Schedule1F1B)(pipeline_stage, setup.grad_accum,
                                                                       loss_fn=_model_loss(core))  # fmt: skip
         optimizer = setup.make_optimizer(split_apart(core))
-        parallel = cls(stage, core, optimizer, setup.make_scheduler(optimizer), setup)
-        parallel.place, parallel.schedule = place, schedule
-        return parallel
+        return cls(stage, core, optimizer, setup.make_scheduler(optimizer), setup, schedule)
 
     @property
     def engine(self) -> str:
@@ -183,17 +182,14 @@ class PipelineParallel(TensorParallel):
 
     def local_gradients(self) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
         # Every stage holds the layers outside the blocks; the first and the last use them: their gradients summed.
-        _, everywhere = stage_parameters(self.core)
-        shared = [parameter for parameter in self.core.parameters() if id(parameter) in everywhere]
-        for parameter in shared:
+        for parameter in self.shared_parameters:
             if parameter.grad is None:
                 parameter.grad = torch.zeros_like(parameter)
-        flatten_into([parameter.grad for parameter in shared], self.setup.pipeline_group)
+        flatten_into([parameter.grad for parameter in self.shared_parameters], self.setup.pipeline_group)
         return super().local_gradients()
 
     def gradient_norm(self, grads: list[torch.Tensor], local: list[torch.Tensor]) -> torch.Tensor:
-        inside, _ = stage_parameters(self.core)
-        staged = {id(p.grad) for p in self.core.parameters() if id(p) in inside and p.grad is not None}
+        staged = {id(p.grad) for p in self.block_parameters if p.grad is not None}
         return total_norm(grads, local, self.setup.tensor_group, self.setup.pipeline_group, staged)
 
     def save(self, folder: Path, rank: int) -> None:

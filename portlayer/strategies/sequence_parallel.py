@@ -74,9 +74,9 @@ def _gather_whole(hidden: torch.Tensor, mesh: DeviceMesh) -> torch.Tensor:
     return gather(hidden, mesh).to_local()
 
 
-def complete_gradients(core: torch.nn.Module, tensor_group) -> None:
+def complete_gradients(block_parameters: list[torch.nn.Parameter], tensor_group) -> None:
     """Sum over the tensor-parallel ranks, in one all-reduce, the gradients of the blocks' whole layers (norms, a
     router, experts): they ran on this rank's part of the sequence. A split layer's are DTensors, whose autograd
     already reduced them (its replicated bias included)."""
-    inside = [parameter for block in blocks(core) for parameter in block.parameters()]
-    flatten_into([p.grad for p in inside if p.grad is not None and not isinstance(p.grad, DTensor)], tensor_group)
+    whole = [p.grad for p in block_parameters if p.grad is not None and not isinstance(p.grad, DTensor)]
+    flatten_into(whole, tensor_group)

@@ -120,19 +120,16 @@ class SplitPlan:
         """Split the plan's layers that `core` still holds."""
         held = {id(module) for module in core.modules()}
         sequence = self.gathered is not None
-        alone = {id(module) for module in self.gathered or ()}
+        gathering = {id(module) for module in self.gathered or ()}
         for layer, style in self.layers:
             if id(layer) in held:
                 # Each layer by itself, not a plan of names: torch 2.6 matched `layer.0.output.dense` again for
                 # `layer.0.attention.output.dense` (BERT), splitting it twice.
-                parallelize_module(layer, self.mesh, _style(style, sequence, gathers=id(layer) in alone))
+                parallelize_module(layer, self.mesh, _style(style, sequence, gathers=id(layer) in gathering))
         if sequence:
-            gathered = [module for module in self.gathered if id(module) in held and style_of(self, module) is None]
-            sequence_parallel.install(core, gathered, self.mesh)
-
-
-def style_of(plan: SplitPlan, module: torch.nn.Module) -> str | None:
-    return next((style for layer, style in plan.layers if layer is module), None)
+            split = {id(layer) for layer, _ in self.layers}  # a split layer that gathers does it in its style
+            modules = [module for module in self.gathered if id(module) in held and id(module) not in split]
+            sequence_parallel.install(core, modules, self.mesh)
 
 
 def _style(style: str, sequence: bool, gathers: bool):
@@ -170,6 +167,11 @@ class TensorParallel(GatheredState, Parallel):
         tensor, data = dist.get_world_size(self.setup.tensor_group), dist.get_world_size(self.setup.group)
         return f"torch tensor parallel over {tensor} ranks, data parallel over {data}"
 
+    def __init__(self, model, core, optimizer, scheduler, setup: Setup):
+        super().__init__(model, core, optimizer, scheduler, setup)
+        # The parameters of the blocks this rank holds (split ones are DTensors by now), found once, not per step.
+        self.block_parameters = [parameter for block in blocks(core) for parameter in block.parameters()]
+
     def accumulating(self, last: bool):
         return contextlib.nullcontext()  # gradients are averaged once, in `clip_gradients`
 
@@ -180,7 +182,7 @@ class TensorParallel(GatheredState, Parallel):
 
     def complete_sequence_gradients(self) -> None:
         if self.setup.layout.sequence:
-            sequence_parallel.complete_gradients(self.core, self.setup.tensor_group)
+            sequence_parallel.complete_gradients(self.block_parameters, self.setup.tensor_group)
 
     def gradient_norm(self, grads: list[torch.Tensor], local: list[torch.Tensor]) -> torch.Tensor:
         """The whole model's gradient norm from this rank's parts of `grads` (`local`)."""
