@@ -261,7 +261,7 @@ class _Result:
     def traffic(self) -> list:
         from portlayer.preflight.communication import step_traffic
 
-        return step_traffic(self.prediction, self.model, self.shape.training)
+        return step_traffic(self.prediction, self.shape.training)
 
     @property
     def fits(self) -> bool | None:

@@ -1,7 +1,7 @@
 """The collectives one rank runs in a training step, by kind, group and phase: what a layout needs from the
 collective library (HCCL on a 910B, MCCL on an S4000, NCCL on NVIDIA).
 
-    for traffic in step_traffic(prediction, source, training):
+    for traffic in step_traffic(prediction, training):
         traffic.describe()   # "all-reduce over tp (2 ranks), backward: 5 a layer and micro-batch, 320 a step, 20.0 MiB"
 
 Recorded where the fake step runs them: tensor parallel's all-reduces (DTensor's, one per rowwise layer's
@@ -68,8 +68,8 @@ class Traffic:
                 "bytes_per_step": self.bytes, "why": self.why}
 
 
-def step_traffic(prediction, source, training) -> list[Traffic]:
-    """Every collective one rank of `training`'s layout runs in a step (`prediction` of `source`, from
+def step_traffic(prediction, training) -> list[Traffic]:
+    """Every collective one rank of `training`'s layout runs in a step (`prediction`, from
     `per_rank.predict`); none itemised under a sharding strategy (`itemised`)."""
     if not itemised(training):
         return []
@@ -82,7 +82,7 @@ def step_traffic(prediction, source, training) -> list[Traffic]:
     if data > 1 and ("dp", "optimizer") not in groups:
         counted.append(_gradient_average(scaled, data, layout.splits))
     if layout.pipeline > 1:
-        counted.extend(_pipeline(scaled, hidden_bytes(source, training), training))
+        counted.extend(_pipeline(scaled, training))
     return recorded + counted
 
 
@@ -136,19 +136,11 @@ def _gradient_average(scaled, data: int, split: bool) -> Traffic:
                    f"the gradients, in DDP's {format_bytes(DDP_BUCKET_BYTES)} buckets")
 
 
-def hidden_bytes(source, training) -> int:
-    """One micro-batch's hidden states, b x s x h in the weights' dtype: what a stage sends the next (the
-    residual stream stays in it under autocast)."""
-    from portlayer.preflight.sharding import WEIGHT_BYTES
-
-    batch, seq_len = next(iter(source.batch.values())).shape[:2]
-    return batch * seq_len * source.config.hidden_size * WEIGHT_BYTES[training.weights]
-
-
-def _pipeline(scaled, hidden: int, training) -> list[Traffic]:
-    """A stage's traffic: activations to the next stage and their gradient back, per micro-batch; the shared
-    layers' gradients and the norm over the stages, per step."""
-    layout, micro_batches = training.layout, training.grad_accum
+def _pipeline(scaled, training) -> list[Traffic]:
+    """A stage's traffic: activations to the next stage and their gradient back, per micro-batch (the hidden
+    states as the trainer's stages exchange them, `Scaled.received`); the shared layers' gradients and the norm
+    over the stages, per step."""
+    layout, micro_batches, hidden = training.layout, training.grad_accum, scaled.received
     shared = scaled.at("training", "parameters", 0)  # the layers outside the blocks, held by every stage
     stages = layout.pipeline
     return [

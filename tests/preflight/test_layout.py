@@ -44,7 +44,7 @@ def plan(model_source):
 def rank(model_source, nproc: int, layout: Layout, grad_accum: int = 1):
     training = Training(nproc=nproc, layout=layout, grad_accum=grad_accum)
     prediction = predict(model_source, training)
-    return prediction, step_traffic(prediction, model_source, training)
+    return prediction, step_traffic(prediction, training)
 
 
 def test_a_tensor_parallel_rank_holds_a_tp_th_of_the_layers_the_trainer_splits_and_the_rest_whole(model_source, plan):
